@@ -1,0 +1,297 @@
+//! Pass 3, serial and strictly in call order (spec §1.6): build each result's text (failure
+//! wording, `next:` hint, "no data", shaping, images), update the dedupe map with state-aware
+//! invalidation (DESIGN §4.2), elide bulky arguments, and emit a `ToolResult` for every slot.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use dispatch_store::{DedupeEntry, TranscriptEntry, Validity};
+use serde_json::{Value, json};
+
+use crate::events::EventKind;
+use crate::hints::next_hint;
+use crate::round::{RoundCx, Slot, SlotResult, SlotState};
+use crate::shaping::shape;
+use crate::spec::Effect;
+use crate::status::Status;
+use crate::wire::RawCall;
+
+impl RoundCx<'_> {
+    pub(crate) fn commit(&mut self, calls: &[RawCall], slots: &mut [Slot]) -> Vec<SlotResult> {
+        let mut results: Vec<SlotResult> = Vec::with_capacity(slots.len());
+        // Index of each slot's result, for calls that share an earlier call's result.
+        let mut result_of: Vec<Option<usize>> = vec![None; slots.len()];
+        let mut images_all: Vec<String> = Vec::new();
+        for (i, slot) in slots.iter_mut().enumerate() {
+            let state = std::mem::replace(&mut slot.state, SlotState::Parked);
+            let (status, content, images, in_tools, times) = match state {
+                SlotState::Parked | SlotState::Ready { .. } => continue,
+                SlotState::Client => (Status::Client, String::new(), Vec::new(), false, None),
+                SlotState::Settled {
+                    status,
+                    text,
+                    images,
+                } => (status, text, images, status != Status::Deduped, None),
+                SlotState::SameAs(first) => {
+                    let Some(r) = result_of.get(first).copied().flatten().map(|j| &results[j])
+                    else {
+                        continue;
+                    };
+                    let text = r
+                        .content
+                        .strip_prefix(&format!("[{}] ", r.name))
+                        .unwrap_or(&r.content)
+                        .to_string();
+                    (Status::Deduped, text, r.images.clone(), false, None)
+                }
+                SlotState::Executed(exec) => {
+                    let (status, body, images) = self.executed_text(slot, &exec.outcome);
+                    let images_ref = images.clone();
+                    let mutated = match &exec.outcome {
+                        Ok(output) if self.effect_of(slot) == Effect::Mutates => {
+                            Some(output.paths.clone())
+                        }
+                        _ => None,
+                    };
+                    if let Some(paths) = mutated {
+                        self.invalidate(&paths);
+                    }
+                    if let Some(key) = &slot.key {
+                        let entry = DedupeEntry {
+                            key: key.clone(),
+                            tool: slot.name.to_string(),
+                            result: body.clone(),
+                            images: images_ref,
+                            validity: self
+                                .validity_of(slot, exec.outcome.as_ref().ok().map(|o| &o.paths)),
+                        };
+                        self.dedupe.insert(key.clone(), entry.clone());
+                        self.record.dedupe_put.retain(|e| &e.key != key);
+                        self.record.dedupe_put.push(entry);
+                    }
+                    if exec.outcome.is_ok() {
+                        self.elide_arguments(i, slot, calls);
+                    }
+                    let content = format!("[{}] {body}", slot.name);
+                    (
+                        status,
+                        content,
+                        images,
+                        true,
+                        Some((exec.started_ms, exec.ended_ms)),
+                    )
+                }
+            };
+            self.emit(EventKind::ToolResult {
+                tool_id: slot.id.clone(),
+                tool_name: slot.name.clone(),
+                tool_args: slot.args_raw.clone(),
+                status,
+                result: content.clone(),
+            });
+            if status != Status::Client {
+                self.record.transcript.push(TranscriptEntry {
+                    run: self.req.run.clone(),
+                    round: self.record.round,
+                    in_tools,
+                    message: json!({"role": "tool", "tool_call_id": &*slot.id, "name": &*slot.name, "content": content}),
+                });
+            }
+            images_all.extend(images.iter().cloned());
+            result_of[i] = Some(results.len());
+            results.push(SlotResult {
+                tool_call_id: slot.id.to_string(),
+                name: slot.name.to_string(),
+                status,
+                content,
+                images,
+                started_ms: times.map(|t| t.0),
+                ended_ms: times.map(|t| t.1),
+            });
+        }
+        if !images_all.is_empty() {
+            self.record.transcript.push(TranscriptEntry {
+                run: self.req.run.clone(),
+                round: self.record.round,
+                in_tools: false,
+                message: json!({"role": "user", "images": images_all}),
+            });
+        }
+        self.record.write_epoch = self.run.write_epoch;
+        results
+    }
+
+    /// The result text without the `[name] ` prefix, its status and its images.
+    fn executed_text(
+        &mut self,
+        slot: &Slot,
+        outcome: &Result<crate::tool::ToolOutput, crate::round::Failure>,
+    ) -> (Status, String, Vec<String>) {
+        let budget = self.engine.config.result_budget;
+        let spill = self.spill_path(slot);
+        match outcome {
+            Ok(output) => {
+                for name in &output.marks {
+                    self.mark(name);
+                }
+                if let Some(todos) = &output.todos {
+                    self.session.todos = todos.clone();
+                    self.todos = Some(todos.clone());
+                }
+                let text = shape(output.text.trim(), budget, spill.as_deref());
+                let body = if !output.images.is_empty() {
+                    let n = output.images.len();
+                    if text.is_empty() {
+                        format!("{n} image(s) loaded")
+                    } else {
+                        format!("{n} image(s) loaded {text}")
+                    }
+                } else if text.is_empty() || text == "no data" {
+                    "no data".to_string()
+                } else {
+                    text
+                };
+                (Status::Ok, body, output.images.clone())
+            }
+            Err(failure) => {
+                if failure.fatal && self.fatal.is_none() {
+                    self.fatal = Some(format!(
+                        "tool {} failed fatally: {}",
+                        slot.name, failure.message
+                    ));
+                }
+                let message = shape(failure.message.trim(), budget, spill.as_deref());
+                let hint = next_hint(
+                    &slot.name,
+                    &failure.message,
+                    failure.credential.as_ref().map(|k| k.as_deref()),
+                );
+                (
+                    failure.status,
+                    format!("tool={} failed: {message}\n{hint}", slot.name),
+                    Vec::new(),
+                )
+            }
+        }
+    }
+
+    fn spill_path(&self, slot: &Slot) -> Option<PathBuf> {
+        let dir = self.engine.config.data_dir.as_ref()?;
+        let safe = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        Some(
+            dir.join("sessions")
+                .join(safe(&self.req.session))
+                .join("results")
+                .join(format!("{}.txt", safe(&slot.id))),
+        )
+    }
+
+    fn effect_of(&self, slot: &Slot) -> Effect {
+        self.engine
+            .registry
+            .get(&slot.name)
+            .map_or(Effect::Observes, |t| t.spec().effect)
+    }
+
+    fn validity_of(&self, slot: &Slot, paths: Option<&Vec<PathBuf>>) -> Validity {
+        match self.effect_of(slot) {
+            Effect::Pure => Validity::Always,
+            Effect::ReadsPaths => match paths {
+                Some(p) => Validity::Paths {
+                    paths: p.iter().map(|p| p.display().to_string()).collect(),
+                },
+                None => Validity::Epoch {
+                    epoch: self.run.write_epoch,
+                },
+            },
+            Effect::Observes | Effect::Mutates => Validity::Epoch {
+                epoch: self.run.write_epoch,
+            },
+        }
+    }
+
+    /// A mutating call committed: bump the write epoch and drop what it may have made stale.
+    /// A call that reports no paths may have touched anything.
+    fn invalidate(&mut self, touched: &[PathBuf]) {
+        self.run.write_epoch += 1;
+        let touched: HashSet<String> = touched.iter().map(|p| p.display().to_string()).collect();
+        let epoch = self.run.write_epoch;
+        let stale: Vec<String> = self
+            .dedupe
+            .values()
+            .filter(|e| match &e.validity {
+                Validity::Always => false,
+                Validity::Epoch { epoch: e } => *e != epoch,
+                Validity::Paths { paths } => {
+                    touched.is_empty() || paths.iter().any(|p| touched.contains(p))
+                }
+            })
+            .map(|e| e.key.clone())
+            .collect();
+        for key in stale {
+            self.dedupe.remove(&key);
+            self.record.dedupe_put.retain(|e| e.key != key);
+            self.record.dedupe_drop.push(key);
+        }
+    }
+
+    /// Drop bulky arguments (file contents, patch targets) from the stored assistant message.
+    fn elide_arguments(&mut self, index: usize, slot: &Slot, calls: &[RawCall]) {
+        let Some(keys) = self
+            .engine
+            .registry
+            .get(&slot.name)
+            .map(|t| t.spec().elide_args)
+            .filter(|k| !k.is_empty())
+        else {
+            return;
+        };
+        let Some(raw) = calls.get(index).map(|c| c.arguments.trim()) else {
+            return;
+        };
+        let Ok(mut args) = serde_json::from_str::<Value>(raw) else {
+            return;
+        };
+        let wrapped = args.get("args").is_some_and(Value::is_object) && args.get("name").is_some();
+        let target = if wrapped {
+            args.get_mut("args")
+        } else {
+            Some(&mut args)
+        };
+        let Some(Value::Object(map)) = target else {
+            return;
+        };
+        let mut wrote_bytes = 0;
+        let mut edits = 0;
+        for key in keys {
+            match map.remove(*key) {
+                Some(Value::String(s)) => wrote_bytes += s.len(),
+                Some(Value::Array(a)) => edits += a.len(),
+                Some(other) => wrote_bytes += other.to_string().len(),
+                None => {}
+            }
+        }
+        map.insert("wrote_bytes".into(), json!(wrote_bytes));
+        if edits > 0 {
+            map.insert("edits".into(), json!(edits));
+        }
+        if let Some(message) = self.record.transcript.first_mut()
+            && let Some(call) = message
+                .message
+                .get_mut("tool_calls")
+                .and_then(|c| c.get_mut(index))
+        {
+            call["arguments"] = Value::String(args.to_string());
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The typed events of a round (spec §11), each stamped with milliseconds since the round began.
+
+use std::sync::{Arc, Mutex};
+
+use dispatch_store::Todo;
+use serde::Serialize;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::status::Status;
+
+/// One event.
+#[derive(Clone, Debug, Serialize)]
+pub struct Event {
+    #[serde(flatten)]
+    pub kind: EventKind,
+    /// Milliseconds since the round began (monotonic).
+    pub at_ms: f64,
+}
+
+/// What happened.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type")]
+pub enum EventKind {
+    ToolCall {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+        tool_args: Arc<str>,
+    },
+    ToolCallStart {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+    },
+    ToolProgress {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+        text: String,
+    },
+    ToolCallText {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+        text: String,
+    },
+    ToolCallEnd {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+    },
+    ToolResult {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+        tool_args: Arc<str>,
+        status: Status,
+        result: String,
+    },
+    ToolSkipped {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+        tool_args: Arc<str>,
+        text: String,
+    },
+    ToolConfirm {
+        tool_id: Arc<str>,
+        tool_name: Arc<str>,
+        tool_args: Arc<str>,
+        /// Why the call needs approval.
+        text: String,
+        /// The rule "remember" would write.
+        remember_rule: String,
+    },
+    TodoUpdate {
+        todos: Vec<Todo>,
+    },
+    Pending {
+        task_hash: String,
+        pending_session: String,
+        text: String,
+    },
+    ClientToolCall {
+        client_tool_calls: Vec<serde_json::Value>,
+    },
+    Canceled {
+        text: String,
+    },
+    Error {
+        text: String,
+    },
+    Done,
+}
+
+/// Collects a round's events and forwards them to live subscribers.
+pub struct EventLog {
+    start: Instant,
+    events: Mutex<Vec<Event>>,
+    live: Option<broadcast::Sender<Event>>,
+}
+
+impl EventLog {
+    pub fn new(live: Option<broadcast::Sender<Event>>) -> Self {
+        EventLog {
+            start: Instant::now(),
+            events: Mutex::new(Vec::new()),
+            live,
+        }
+    }
+
+    pub fn emit(&self, kind: EventKind) {
+        let event = Event {
+            kind,
+            at_ms: self.now_ms(),
+        };
+        if let Some(live) = &self.live {
+            // No subscriber is not an error.
+            let _ = live.send(event.clone());
+        }
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event);
+        }
+    }
+
+    pub fn now_ms(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * 1000.0
+    }
+
+    pub(crate) fn elapsed_nanos(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// The events so far, leaving the log empty.
+    pub fn take(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,193 @@
+//! The confirm gate: whether a call may run, must be asked about, or is refused
+//! (spec §6 order, DESIGN §3.11 and §4.4), and the `Confirmer` that answers the asking.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::rules::{Rule, RuleKind, Rules, rule_subject};
+use crate::sensitive::{ReadOnlyCommands, is_read_only_command, is_sensitive_path, path_args};
+use crate::spec::{Gate, ToolSpec};
+
+/// How long a confirmation may wait for an answer before the call is declined.
+pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// A question to the user about one call.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfirmRequest {
+    pub session: String,
+    pub run: String,
+    pub tool_id: String,
+    pub tool_name: String,
+    pub tool_args: Arc<str>,
+    /// Why this call needs approval, in words the user can judge.
+    pub why: String,
+    /// The rule that approving with "remember" writes to `.tooldispatch/rules`.
+    pub remember_rule: String,
+}
+
+/// The user's answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfirmReply {
+    pub approve: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Write the generalised allow rule so the same kind of call is not asked again.
+    #[serde(default)]
+    pub remember: bool,
+    /// Approve every further call of this run (sensitive paths still ask).
+    #[serde(default)]
+    pub allow_turn: bool,
+}
+
+/// Whoever answers confirmations: a terminal, an HTTP client, a policy.
+#[async_trait]
+pub trait Confirmer: Send + Sync {
+    async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply;
+    /// Someone can answer questions right now, so ask_user runs inline instead of parking the run.
+    fn interactive(&self) -> bool {
+        false
+    }
+    /// Someone (or a policy) answers at all; when false the call is declined without asking.
+    fn available(&self) -> bool {
+        true
+    }
+}
+
+/// Nobody is attached: decline with a reason the model can act on.
+pub struct Headless;
+
+/// The reason a headless decline gives.
+pub const HEADLESS_REASON: &str = "no one is available to approve it (the dispatcher runs without a confirmer; the user can allow such calls with a rule in .tooldispatch/rules or --approve)";
+
+#[async_trait]
+impl Confirmer for Headless {
+    async fn confirm(&self, _request: &ConfirmRequest) -> ConfirmReply {
+        ConfirmReply {
+            approve: false,
+            reason: Some(HEADLESS_REASON.into()),
+            ..ConfirmReply::default()
+        }
+    }
+    fn available(&self) -> bool {
+        false
+    }
+}
+
+/// Approve everything that asks (`--approve all`). Deny rules still refuse.
+pub struct ApproveAll;
+
+#[async_trait]
+impl Confirmer for ApproveAll {
+    async fn confirm(&self, _request: &ConfirmRequest) -> ConfirmReply {
+        ConfirmReply {
+            approve: true,
+            ..ConfirmReply::default()
+        }
+    }
+}
+
+/// The gate's decision about one call.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Run,
+    Ask { why: String },
+    Deny { rule: Rule },
+}
+
+/// What the gate consults besides the call.
+#[derive(Clone, Debug, Default)]
+pub struct GatePolicy {
+    pub rules: Rules,
+    pub read_only_commands: ReadOnlyCommands,
+}
+
+/// Flags of the run that bypass asking.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Permission {
+    /// The whole run is allowed (`allow_all`): only deny rules still refuse.
+    pub run_allow_all: bool,
+    /// The user approved "allow for this turn": only sensitive paths still ask.
+    pub turn_allow_all: bool,
+}
+
+impl GatePolicy {
+    /// Decide, in order: deny rule → run allow-all → interactive → sensitive path → turn
+    /// allow-all → destructive → ask rule → read-only → list/read/search mode → GET →
+    /// read-only command → allow rule → ask.
+    pub fn evaluate(
+        &self,
+        spec: &ToolSpec,
+        args: &Value,
+        raw: &str,
+        permission: Permission,
+    ) -> Verdict {
+        let name = spec.name.as_str();
+        let subject = rule_subject(args, raw);
+        if let Some(rule) = self.rules.find(RuleKind::Deny, name, &subject) {
+            return Verdict::Deny { rule: rule.clone() };
+        }
+        if permission.run_allow_all || spec.gate == Gate::Interactive {
+            return Verdict::Run;
+        }
+        if let Some(path) = path_args(args).into_iter().find(|p| is_sensitive_path(p)) {
+            return Verdict::Ask {
+                why: format!(
+                    "{name} touches the sensitive path {path} (keys and credentials always ask)"
+                ),
+            };
+        }
+        if permission.turn_allow_all {
+            return Verdict::Run;
+        }
+        let mode = args.get("mode").and_then(Value::as_str).map(str::trim);
+        if spec.gate == Gate::Destructive || matches!(mode, Some("remove" | "restore")) {
+            return Verdict::Ask {
+                why: format!("{name} removes or overwrites files (always asks)"),
+            };
+        }
+        if let Some(rule) = self.rules.find(RuleKind::Ask, name, &subject) {
+            return Verdict::Ask {
+                why: format!("the rule `{}` asks for it", rule.text),
+            };
+        }
+        let allowed_by_kind = match spec.gate {
+            Gate::ReadOnly | Gate::Interactive => true,
+            Gate::AskUnlessGet => match args.get("method").and_then(Value::as_str) {
+                None => true,
+                Some(m) => m.trim().is_empty() || m.trim().eq_ignore_ascii_case("get"),
+            },
+            Gate::AskUnlessReadOnlyCommand => {
+                let argv: Vec<String> = args
+                    .get("argv")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let network = args
+                    .get("network")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                is_read_only_command(&argv, network, &self.read_only_commands)
+            }
+            Gate::Ask | Gate::Destructive => false,
+        };
+        if allowed_by_kind || matches!(mode, Some("list" | "read" | "search")) {
+            return Verdict::Run;
+        }
+        if self.rules.find(RuleKind::Allow, name, &subject).is_some() {
+            return Verdict::Run;
+        }
+        Verdict::Ask {
+            why: format!(
+                "{name} can change things and no rule in .tooldispatch/rules allows this call"
+            ),
+        }
+    }
+}

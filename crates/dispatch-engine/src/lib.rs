@@ -1,0 +1,37 @@
+//! dispatch-engine: one model reply's tool calls in, their results out — checked, run and
+//! committed in call order, in the provider's wire format, with events.
+//!
+//! Read in this order: [`spec`] and [`tool`] (what a tool is), [`registry`], [`round`] (the
+//! engine), then the passes: [`preflight`] (pass 1), [`scheduler`] (pass 2), [`commit`] (pass 3).
+//! The engine knows no concrete tool and no database; tools and stores plug in through traits.
+
+pub mod canonical;
+mod commit;
+pub mod deferred;
+pub mod events;
+pub mod gate;
+pub mod hints;
+mod preflight;
+pub mod registry;
+pub mod round;
+pub mod rules;
+mod scheduler;
+pub mod sensitive;
+pub mod shaping;
+pub mod spec;
+pub mod status;
+pub mod tool;
+pub mod wire;
+
+pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
+pub use events::{Event, EventKind};
+pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless};
+pub use registry::{Registry, RegistryError};
+pub use round::{
+    Engine, EngineConfig, EngineError, RoundOutcome, RoundRequest, SlotResult,
+    default_max_concurrent,
+};
+pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};
+pub use status::Status;
+pub use tool::{Exclude, Progress, Tool, ToolContext, ToolError, ToolOutput};
+pub use wire::{Provider, RawCall};

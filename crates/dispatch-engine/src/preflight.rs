@@ -1,0 +1,389 @@
+//! Pass 1, serial and in call order (spec §1.3): unwrap run_tool → refuse a direct call outside
+//! the loaded set → dedupe → schema before fetch → existence → confirm gate → JSON Schema.
+//! The first check that fails settles the call with its message; it never runs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::canonical::dedupe_key;
+use crate::deferred::{RUN_TOOL, removed_tool_hint, select_output};
+use crate::events::EventKind;
+use crate::gate::{ConfirmRequest, HEADLESS_REASON, Permission, Verdict};
+use crate::round::{RoundCx, Slot, SlotState, go_duration, normalise_name};
+use crate::rules::remembered_rule;
+use crate::spec::Effect;
+use crate::status::Status;
+use crate::wire::RawCall;
+use dispatch_store::{DedupeEntry, Validity};
+
+const DECLINED_TAIL: &str = "Retrying it, or reissuing it with different arguments, produces the same prompt and the same refusal. Continue without it, or use ask_user to agree on another approach.";
+
+/// What pass 1 carries from one call to the next.
+#[derive(Default)]
+struct Pass1 {
+    /// Names whose schema this round already returned.
+    schema_shown: HashSet<String>,
+    /// Dedupe key → index of the first ready call with it.
+    ready_keys: HashMap<String, usize>,
+    /// A ready call before this one may change the world, so remembered results can be stale.
+    mutation_ahead: bool,
+}
+
+impl RoundCx<'_> {
+    pub(crate) async fn preflight(&mut self, calls: &[RawCall]) -> Vec<Slot> {
+        let mut pass = Pass1::default();
+        let mut slots = Vec::with_capacity(calls.len());
+        for (index, call) in calls.iter().enumerate() {
+            let slot = self.check(call, &mut pass).await;
+            if let SlotState::Ready { tool, .. } = &slot.state {
+                if tool.spec().effect == Effect::Mutates {
+                    pass.mutation_ahead = true;
+                }
+                if let Some(key) = &slot.key {
+                    pass.ready_keys.entry(key.clone()).or_insert(index);
+                }
+            }
+            slots.push(slot);
+        }
+        slots
+    }
+
+    async fn check(&mut self, call: &RawCall, pass: &mut Pass1) -> Slot {
+        let id: Arc<str> = Arc::from(call.id.trim());
+        let mut name = normalise_name(&call.name);
+        let mut args_raw = call.arguments.trim().to_string();
+        let mut parsed: Option<Value> = serde_json::from_str(&args_raw).ok();
+        let settle =
+            |name: &str, args_raw: &str, key: Option<String>, status: Status, text: String| Slot {
+                id: id.clone(),
+                name: Arc::from(name),
+                args_raw: Arc::from(args_raw),
+                key,
+                state: SlotState::Settled {
+                    status,
+                    text,
+                    images: Vec::new(),
+                },
+            };
+
+        // 1. Unwrap run_tool (no events on failure).
+        let wrapped = name == RUN_TOOL;
+        if wrapped {
+            match self.unwrap_run_tool(parsed.take(), &args_raw) {
+                Ok((inner, inner_raw, inner_parsed)) => {
+                    name = inner;
+                    args_raw = inner_raw;
+                    parsed = inner_parsed;
+                }
+                Err((status, reason)) => {
+                    return settle(
+                        &name,
+                        &args_raw,
+                        None,
+                        status,
+                        format!("tool=run_tool failed: {reason}"),
+                    );
+                }
+            }
+        }
+        let name_arc: Arc<str> = Arc::from(name.as_str());
+        let args_arc: Arc<str> = Arc::from(args_raw.as_str());
+        let call_event = || EventKind::ToolCall {
+            tool_id: id.clone(),
+            tool_name: name_arc.clone(),
+            tool_args: args_arc.clone(),
+        };
+
+        // 2. A direct call must be in the loaded set.
+        if !wrapped && !self.catalog().is_loaded(&name) {
+            let text = if self.exclude.contains(&name) {
+                Some(format!(
+                    "tool={name} failed: {name} is not available in this session"
+                ))
+            } else if self.engine.registry.contains(&name) {
+                Some(format!(
+                    "tool={name} failed: {name} is not callable directly. Fetch its schema with find_tools, then call run_tool(name={name}, args=...)."
+                ))
+            } else {
+                None // the existence check reports it
+            };
+            if let Some(text) = text {
+                self.emit(call_event());
+                return settle(&name, &args_raw, None, Status::Refused, text);
+            }
+        }
+
+        // 3. Dedupe.
+        let key = dedupe_key(&name, parsed.as_ref(), &args_raw);
+        if let Some(&first) = pass.ready_keys.get(&key) {
+            return Slot {
+                id,
+                name: name_arc,
+                args_raw: args_arc,
+                key: Some(key),
+                state: SlotState::SameAs(first),
+            };
+        }
+        if let Some(entry) = self
+            .dedupe
+            .get(&key)
+            .filter(|e| self.still_valid(e, pass.mutation_ahead))
+        {
+            let (text, images) = (entry.result.clone(), entry.images.clone());
+            return Slot {
+                id,
+                name: name_arc,
+                args_raw: args_arc,
+                key: Some(key),
+                state: SlotState::Settled {
+                    status: Status::Deduped,
+                    text,
+                    images,
+                },
+            };
+        }
+
+        // 4. Schema before fetch.
+        let shown = pass.schema_shown.contains(&name);
+        if shown || self.catalog().is_unmarked(&name) {
+            let target = if wrapped {
+                format!("run_tool(name={name})")
+            } else {
+                name.clone()
+            };
+            let mut text = format!(
+                "[{name}] tool schema below. Re-invoke {target} with the correct arguments — the previous call was made before its schema was fetched."
+            );
+            if !shown {
+                let (schema, _) = select_output(&self.engine.registry, &name, &self.exclude);
+                text.push('\n');
+                text.push_str(&schema);
+                pass.schema_shown.insert(name.clone());
+                self.mark(&name);
+            }
+            return settle(&name, &args_raw, Some(key), Status::NeedsSchema, text);
+        }
+
+        // 5. Existence.
+        let Some(entry) = self.engine.registry.get(&name) else {
+            let mut text = format!(
+                "tool={name} failed: not exist: {name}. Look up available tools with find_tools."
+            );
+            if let Some(hint) = removed_tool_hint(&name) {
+                text.push(' ');
+                text.push_str(hint);
+                text.push('.');
+            }
+            let suggestions = self.engine.registry.did_you_mean(&name, &self.exclude);
+            if !suggestions.is_empty() {
+                text.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
+            }
+            self.emit(call_event());
+            return settle(&name, &args_raw, Some(key), Status::NotFound, text);
+        };
+        let tool = entry.tool.clone();
+
+        // 6. Confirm gate.
+        let null = Value::Null;
+        let args_view = parsed.as_ref().unwrap_or(&null);
+        let permission = Permission {
+            run_allow_all: self.req.allow_all,
+            turn_allow_all: self.run.turn_allow_all,
+        };
+        let verdict = match self.engine.policy.lock() {
+            Ok(policy) => policy.evaluate(tool.spec(), args_view, &args_raw, permission),
+            Err(_) => Verdict::Ask {
+                why: "the rules could not be read".into(),
+            },
+        };
+        match verdict {
+            Verdict::Run => {}
+            Verdict::Deny { rule } => {
+                let text = format!(
+                    "tool={name} failed: refused by the rule `{}` (line {} of .tooldispatch/rules). Do not retry it; continue without it, or use ask_user if the user should change the rule.",
+                    rule.text, rule.line
+                );
+                self.emit(EventKind::ToolSkipped {
+                    tool_id: id.clone(),
+                    tool_name: name_arc.clone(),
+                    tool_args: args_arc.clone(),
+                    text: format!("refused by rule `{}`", rule.text),
+                });
+                return settle(&name, &args_raw, Some(key), Status::Refused, text);
+            }
+            Verdict::Ask { why } => {
+                let request = ConfirmRequest {
+                    session: self.req.session.clone(),
+                    run: self.req.run.clone(),
+                    tool_id: id.to_string(),
+                    tool_name: name.clone(),
+                    tool_args: args_arc.clone(),
+                    remember_rule: remembered_rule(&name, args_view, &args_raw),
+                    why,
+                };
+                if let Some((skipped, text)) = self.confirm(&request).await {
+                    self.emit(EventKind::ToolSkipped {
+                        tool_id: id.clone(),
+                        tool_name: name_arc.clone(),
+                        tool_args: args_arc.clone(),
+                        text: skipped,
+                    });
+                    return settle(&name, &args_raw, Some(key), Status::Declined, text);
+                }
+            }
+        }
+
+        // 7. JSON Schema validation.
+        match entry.check_args(parsed, &args_raw) {
+            Ok(args) => Slot {
+                id,
+                name: name_arc,
+                args_raw: args_arc,
+                key: Some(key),
+                state: SlotState::Ready { tool, args },
+            },
+            Err(reason) => {
+                self.emit(call_event());
+                settle(
+                    &name,
+                    &args_raw,
+                    Some(key),
+                    Status::Invalid,
+                    format!("tool={name} failed: {reason}"),
+                )
+            }
+        }
+    }
+
+    /// `run_tool(name, args)` → the inner call, or why it cannot be unwrapped.
+    #[allow(clippy::type_complexity)]
+    fn unwrap_run_tool(
+        &self,
+        parsed: Option<Value>,
+        raw: &str,
+    ) -> Result<(String, String, Option<Value>), (Status, String)> {
+        let outer = if raw.is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match parsed {
+                Some(v) => v,
+                None => {
+                    let err = serde_json::from_str::<Value>(raw)
+                        .err()
+                        .map(|e| e.to_string())
+                        .unwrap_or_default();
+                    return Err((Status::Invalid, format!("json Unmarshal: {err}")));
+                }
+            }
+        };
+        let inner = normalise_name(outer.get("name").and_then(Value::as_str).unwrap_or(""));
+        if inner.is_empty() {
+            return Err((Status::Invalid, "name is required".into()));
+        }
+        if inner == RUN_TOOL {
+            return Err((Status::Invalid, "run_tool cannot run itself".into()));
+        }
+        if self.exclude.contains(&inner) {
+            return Err((
+                Status::Refused,
+                format!("{inner} is not available in this session"),
+            ));
+        }
+        if !self.engine.registry.contains(&inner) {
+            let mut reason = format!("not exist: {inner}; look it up with find_tools");
+            if let Some(hint) = removed_tool_hint(&inner) {
+                reason.push_str(&format!(" ({hint})"));
+            }
+            return Err((Status::NotFound, reason));
+        }
+        let args = match outer.get("args") {
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            // Some models send the inner arguments as a JSON string.
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => Value::String(s.clone()),
+            },
+            Some(v) => v.clone(),
+        };
+        let raw = serde_json::to_string(&args).unwrap_or_default();
+        Ok((inner, raw, Some(args)))
+    }
+
+    fn still_valid(&self, entry: &DedupeEntry, mutation_ahead: bool) -> bool {
+        match &entry.validity {
+            Validity::Always => true,
+            Validity::Paths { .. } => !mutation_ahead,
+            Validity::Epoch { epoch } => !mutation_ahead && *epoch == self.run.write_epoch,
+        }
+    }
+
+    /// Ask the confirmer. `None` means approved; otherwise the skip text and the model's message.
+    async fn confirm(&mut self, request: &ConfirmRequest) -> Option<(String, String)> {
+        self.emit(EventKind::ToolConfirm {
+            tool_id: Arc::from(request.tool_id.as_str()),
+            tool_name: Arc::from(request.tool_name.as_str()),
+            tool_args: request.tool_args.clone(),
+            text: request.why.clone(),
+            remember_rule: request.remember_rule.clone(),
+        });
+        let confirmer = &self.engine.confirmer;
+        if !confirmer.available() {
+            return Some((
+                HEADLESS_REASON.to_string(),
+                format!(
+                    "Not run: this call needs the user's approval ({}), and {HEADLESS_REASON}. Continue without it, or use ask_user to agree on another approach.",
+                    request.why
+                ),
+            ));
+        }
+        let limit = self.engine.config.confirm_timeout;
+        let reply = match tokio::time::timeout(limit, confirmer.confirm(request)).await {
+            Ok(reply) => reply,
+            Err(_) => {
+                let text = format!("no answer within {}", go_duration(limit));
+                return Some((
+                    text.clone(),
+                    format!("Not run: the confirmation got {text}. {DECLINED_TAIL}"),
+                ));
+            }
+        };
+        if !reply.approve {
+            let reason = reply
+                .reason
+                .as_deref()
+                .map(str::trim)
+                .filter(|r| !r.is_empty());
+            return Some(match reason {
+                Some(r) => (
+                    r.to_string(),
+                    format!("The user declined this call: {r}. {DECLINED_TAIL}"),
+                ),
+                None => (
+                    "declined".to_string(),
+                    format!("The user declined this call. {DECLINED_TAIL}"),
+                ),
+            });
+        }
+        if reply.remember {
+            let written = match self.engine.policy.lock() {
+                Ok(mut policy) => policy.rules.remember(&request.remember_rule).map(|_| ()),
+                Err(_) => Ok(()),
+            };
+            if let Err(e) = written {
+                self.emit(EventKind::Error {
+                    text: format!(
+                        "could not remember the rule `{}`: {e}",
+                        request.remember_rule
+                    ),
+                });
+            }
+        }
+        if reply.allow_turn {
+            self.run.turn_allow_all = true;
+            self.record.turn_allow_all = true;
+        }
+        None
+    }
+}

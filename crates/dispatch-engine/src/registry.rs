@@ -1,0 +1,338 @@
+//! Every tool the engine can dispatch, its schema compiled once, and the search behind
+//! `find_tools` (select, keyword ranking, list).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::spec::ToolSpec;
+use crate::tool::{Exclude, Tool};
+
+/// Why a tool was refused at registration.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    #[error("tool {0:?} is already registered; tool names must be unique")]
+    Duplicate(String),
+    #[error(
+        "tool name {0:?} is not allowed; use 1-64 characters from a-z, A-Z, 0-9, _ and - (what every provider accepts)"
+    )]
+    BadName(String),
+    #[error("tool {name:?} has a parameters schema that does not compile: {reason}")]
+    BadSchema { name: String, reason: String },
+}
+
+/// A registered tool with its compiled schema.
+pub struct Registered {
+    pub tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+    required: Vec<String>,
+}
+
+impl Registered {
+    pub fn spec(&self) -> &ToolSpec {
+        self.tool.spec()
+    }
+    pub fn name(&self) -> &str {
+        &self.tool.spec().name
+    }
+
+    /// Parse and validate a call's raw argument text. `Err` is the message after `tool=<N> failed: `.
+    pub fn check_args(&self, parsed: Option<Value>, raw: &str) -> Result<Value, String> {
+        let name = self.name();
+        let required = self.required.join(", ");
+        let trimmed = raw.trim();
+        let args = if trimmed.is_empty() || trimmed == "null" {
+            Value::Object(Default::default())
+        } else {
+            match parsed {
+                Some(v @ Value::Object(_)) => v,
+                Some(other) => {
+                    return Err(format!(
+                        "invalid JSON for {name}: expected an object, got {}. Re-send arguments as a JSON object with required fields: {required}",
+                        kind_of(&other)
+                    ));
+                }
+                None => {
+                    let err = serde_json::from_str::<Value>(trimmed)
+                        .err()
+                        .map(|e| e.to_string())
+                        .unwrap_or_else(|| "not a JSON object".into());
+                    return Err(format!(
+                        "invalid JSON for {name}: {err}. Re-send arguments as a JSON object with required fields: {required}"
+                    ));
+                }
+            }
+        };
+        let missing: Vec<&str> = self
+            .required
+            .iter()
+            .filter(|key| match args.get(key.as_str()) {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => s.trim().is_empty(),
+                Some(_) => false,
+            })
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "missing required field(s) {} for {name}. All required fields: {required}",
+                missing.join(", ")
+            ));
+        }
+        if self.validator.is_valid(&args) {
+            return Ok(args);
+        }
+        let mut text = String::from("invalid arguments: ");
+        let mut count = 0;
+        for error in self.validator.iter_errors(&args) {
+            count += 1;
+            if count > MAX_VIOLATIONS {
+                continue;
+            }
+            if count > 1 {
+                text.push_str("; ");
+            }
+            let pointer = error.instance_path().to_string();
+            let pointer = if pointer.is_empty() {
+                "/".to_string()
+            } else {
+                pointer
+            };
+            let mut reason = error.to_string();
+            truncate_chars(&mut reason, MAX_VIOLATION_CHARS);
+            let _ = write!(text, "{pointer}: {reason}");
+        }
+        if count > MAX_VIOLATIONS {
+            let _ = write!(text, "; and {} more", count - MAX_VIOLATIONS);
+        }
+        Err(text)
+    }
+}
+
+/// The registry: tools sorted by name.
+#[derive(Default)]
+pub struct Registry {
+    tools: BTreeMap<String, Registered>,
+}
+
+/// Most schema violations listed in one message; more are counted.
+const MAX_VIOLATIONS: usize = 8;
+/// Longest single violation text kept (the validator quotes the offending value).
+const MAX_VIOLATION_CHARS: usize = 240;
+/// Keyword results kept per category (seed).
+const PER_CATEGORY: usize = 5;
+
+impl Registry {
+    /// An empty registry. `crate::deferred::register_system_tools` adds run_tool and find_tools.
+    pub fn empty() -> Self {
+        Registry::default()
+    }
+
+    /// Register a tool, compiling its schema; a bad name, a duplicate or a bad schema is refused.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let spec = tool.spec();
+        let name = spec.name.clone();
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !name_ok {
+            return Err(RegistryError::BadName(name));
+        }
+        if self.tools.contains_key(&name) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        let bad = |reason: String| RegistryError::BadSchema {
+            name: name.clone(),
+            reason,
+        };
+        if spec.parameters.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(bad(
+                "the top level must be {\"type\": \"object\", ...}: tools take an arguments object"
+                    .into(),
+            ));
+        }
+        let validator =
+            jsonschema::validator_for(&spec.parameters).map_err(|e| bad(e.to_string()))?;
+        let required = spec
+            .parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.tools.insert(
+            name,
+            Registered {
+                tool,
+                validator,
+                required,
+            },
+        );
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Registered> {
+        self.tools.get(name)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// All tools, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Registered> {
+        self.tools.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// `select:a,b`: exactly those tools, case-insensitive, de-duplicated, in the given order.
+    pub fn select<'a>(&'a self, names: &str, exclude: &Exclude) -> Vec<&'a Registered> {
+        let mut out: Vec<&Registered> = Vec::new();
+        for wanted in names.split(',').map(|n| n.trim().to_lowercase()) {
+            if wanted.is_empty() {
+                continue;
+            }
+            let found = self
+                .tools
+                .values()
+                .find(|t| t.name().to_lowercase() == wanted && !exclude.contains(t.name()));
+            if let Some(t) = found
+                && !out.iter().any(|o| o.name() == t.name())
+            {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// Keyword search with the seed's ranking: every term must hit; at most five per category.
+    pub fn search<'a>(&'a self, query: &str, exclude: &Exclude) -> Vec<&'a Registered> {
+        let query = query.trim().to_lowercase();
+        let terms: Vec<&str> = query.split_whitespace().collect();
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let mut scored: Vec<(i64, &Registered)> = self
+            .tools
+            .values()
+            .filter(|t| !exclude.contains(t.name()))
+            .filter_map(|t| score(t.spec(), &query, &terms).map(|s| (s, t)))
+            .collect();
+        // Stable: equal scores keep registry (name) order.
+        scored.sort_by_key(|s| std::cmp::Reverse(s.0));
+        let mut per_category: BTreeMap<&str, usize> = BTreeMap::new();
+        scored
+            .into_iter()
+            .filter(|(_, t)| {
+                let n = per_category.entry(category(t.name())).or_default();
+                *n += 1;
+                *n <= PER_CATEGORY
+            })
+            .map(|(_, t)| t)
+            .collect()
+    }
+
+    /// Names to suggest for an unknown tool: the top three keyword matches.
+    pub fn did_you_mean(&self, unknown: &str, exclude: &Exclude) -> Vec<String> {
+        let spaced = unknown.replace(['_', '-'], " ");
+        let mut hits = self.search(&spaced, exclude);
+        if hits.is_empty() {
+            hits = self.search(unknown, exclude);
+        }
+        hits.into_iter()
+            .take(3)
+            .map(|t| t.name().to_string())
+            .collect()
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub(crate) fn truncate_chars(text: &mut String, max: usize) {
+    if let Some((cut, _)) = text.char_indices().nth(max) {
+        text.truncate(cut);
+        text.push('…');
+    }
+}
+
+/// The seed's categories for the per-category cap.
+fn category(name: &str) -> &'static str {
+    if name.starts_with("mcp__") {
+        "mcp"
+    } else if name.starts_with("api_") {
+        "api"
+    } else if name.starts_with("script_") {
+        "script"
+    } else if name.starts_with("ext_") {
+        "extension"
+    } else {
+        "sys"
+    }
+}
+
+/// +10 term equals a `_` part of the name, +5 a part contains it, +3 the name contains it,
+/// +4 the description has it as a word; a term that hits nowhere excludes the tool.
+fn score(spec: &ToolSpec, query: &str, terms: &[&str]) -> Option<i64> {
+    let name = spec.name.to_lowercase();
+    if name == query {
+        return Some(9999);
+    }
+    let parts: Vec<&str> = name.split('_').filter(|p| !p.is_empty()).collect();
+    let description = spec.description.to_lowercase();
+    let mut total = 0;
+    for term in terms {
+        total += if parts.iter().any(|p| p == term) {
+            10
+        } else if parts.iter().any(|p| p.contains(term)) {
+            5
+        } else if name.contains(term) {
+            3
+        } else if has_word(&description, term) {
+            4
+        } else {
+            return None;
+        };
+    }
+    if spec.description.starts_with("[system-default]") {
+        total -= 1;
+    }
+    Some(total)
+}
+
+/// Word-boundary match for ASCII terms (like regex `\b`), plain substring otherwise.
+fn has_word(text: &str, term: &str) -> bool {
+    if !term.is_ascii() {
+        return text.contains(term);
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let first_is_word = term.chars().next().is_some_and(is_word);
+    let last_is_word = term.chars().last().is_some_and(is_word);
+    text.match_indices(term).any(|(i, m)| {
+        let before_ok = !first_is_word || !text[..i].chars().next_back().is_some_and(is_word);
+        let after_ok = !last_is_word || !text[i + m.len()..].chars().next().is_some_and(is_word);
+        before_ok && after_ok
+    })
+}

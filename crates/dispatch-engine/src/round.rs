@@ -1,0 +1,625 @@
+//! The engine and one round: load state, pass 1 (pre-flight), pass 2 (execute), pass 3
+//! (commit), store. Each pass lives in its own file; this one holds what they share.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dispatch_store::{
+    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
+    Todo, TranscriptEntry,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
+use crate::events::{Event, EventKind, EventLog};
+use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
+use crate::registry::Registry;
+use crate::rules::{RuleLint, Rules};
+use crate::sensitive::ReadOnlyCommands;
+use crate::shaping::DEFAULT_RESULT_BUDGET;
+use crate::status::Status;
+use crate::tool::{Exclude, Tool, ToolOutput};
+use crate::wire::{Provider, RawCall, WireResult};
+
+/// `MAX_CONCURRENT_TOOLS`: half the cores, at least 3 (seed v1.3.0).
+pub fn default_max_concurrent() -> usize {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    (cores / 2).max(3)
+}
+
+/// How an engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The directory file tools are confined to; `.tooldispatch/rules` lives here.
+    pub workdir: PathBuf,
+    /// Per-session files (spilled results); `None` keeps nothing on disk.
+    pub data_dir: Option<PathBuf>,
+    pub max_concurrent: usize,
+    pub confirm_timeout: Duration,
+    /// Per-result budget in bytes before output shaping.
+    pub result_budget: usize,
+    pub read_only_commands: ReadOnlyCommands,
+}
+
+impl EngineConfig {
+    pub fn new(workdir: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            workdir: workdir.into(),
+            data_dir: None,
+            max_concurrent: default_max_concurrent(),
+            confirm_timeout: CONFIRM_TIMEOUT,
+            result_budget: DEFAULT_RESULT_BUDGET,
+            read_only_commands: ReadOnlyCommands::default(),
+        }
+    }
+}
+
+/// What can stop a round from producing results.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the round was cancelled before its results were committed")]
+    Cancelled,
+    #[error("cannot read the rules file {path}: {source}")]
+    Rules {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The dispatcher: a registry, a store, a confirmer and the gate policy.
+pub struct Engine {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) confirmer: Arc<dyn Confirmer>,
+    pub(crate) policy: Mutex<GatePolicy>,
+    pub(crate) config: EngineConfig,
+}
+
+/// One round to dispatch.
+pub struct RoundRequest {
+    pub session: String,
+    pub run: String,
+    pub provider: Provider,
+    pub calls: Vec<RawCall>,
+    pub client_tools: Vec<ClientTool>,
+    pub exclude: Vec<String>,
+    /// The whole run is allowed: the gate only applies deny rules.
+    pub allow_all: bool,
+    pub cancel: CancellationToken,
+    /// Live copy of every event as it happens.
+    pub live: Option<broadcast::Sender<Event>>,
+}
+
+impl RoundRequest {
+    pub fn new(
+        session: impl Into<String>,
+        run: impl Into<String>,
+        provider: Provider,
+        calls: Vec<RawCall>,
+    ) -> Self {
+        RoundRequest {
+            session: session.into(),
+            run: run.into(),
+            provider,
+            calls,
+            client_tools: Vec::new(),
+            exclude: Vec::new(),
+            allow_all: false,
+            cancel: CancellationToken::new(),
+            live: None,
+        }
+    }
+}
+
+/// One call's result, in call order.
+#[derive(Clone, Debug, Serialize)]
+pub struct SlotResult {
+    pub tool_call_id: String,
+    pub name: String,
+    pub status: Status,
+    pub content: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
+    pub started_ms: Option<f64>,
+    pub ended_ms: Option<f64>,
+}
+
+/// What a round produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundOutcome {
+    pub session: String,
+    pub run: String,
+    pub round: u64,
+    pub results: Vec<SlotResult>,
+    pub events: Vec<Event>,
+    pub pending: Option<PendingTask>,
+    /// A tool reported a fatal error: the results are committed, but the run should stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fatal: Option<String>,
+}
+
+impl RoundOutcome {
+    /// The results to send back to the model (client-tool calls are the caller's to answer).
+    pub fn wire_results(&self) -> Vec<WireResult<'_>> {
+        self.results
+            .iter()
+            .filter(|r| r.status != Status::Client)
+            .map(|r| WireResult {
+                tool_call_id: &r.tool_call_id,
+                name: &r.name,
+                content: &r.content,
+                is_error: r.status.is_error(),
+                images: &r.images,
+            })
+            .collect()
+    }
+
+    /// The results in the provider's wire format.
+    pub fn render(&self, provider: Provider) -> Vec<Value> {
+        provider.format().render_results(&self.wire_results())
+    }
+
+    /// The round report of DESIGN §5.
+    pub fn report(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_else(|e| json!({"error": e.to_string()}))
+    }
+}
+
+/// One call while the round is in flight.
+pub(crate) struct Slot {
+    pub id: Arc<str>,
+    /// The name after trimming, `<|` cut and run_tool unwrap.
+    pub name: Arc<str>,
+    /// The argument text after unwrap.
+    pub args_raw: Arc<str>,
+    pub key: Option<String>,
+    pub state: SlotState,
+}
+
+pub(crate) enum SlotState {
+    /// Passed pre-flight; runs in pass 2.
+    Ready { tool: Arc<dyn Tool>, args: Value },
+    /// Decided in pre-flight (or by the round stopping); never runs.
+    Settled {
+        status: Status,
+        text: String,
+        images: Vec<String>,
+    },
+    /// Same key as an earlier ready call of this round: shares its result.
+    SameAs(usize),
+    /// Ran in pass 2.
+    Executed(Execution),
+    /// The ask_user call that parked the run; answered later.
+    Parked,
+    /// Handed back to the client.
+    Client,
+}
+
+pub(crate) struct Execution {
+    pub outcome: Result<ToolOutput, Failure>,
+    pub started_ms: f64,
+    pub ended_ms: f64,
+}
+
+pub(crate) struct Failure {
+    pub status: Status,
+    pub message: String,
+    pub credential: Option<Option<String>>,
+    pub fatal: bool,
+}
+
+/// State shared by the three passes of one round.
+pub(crate) struct RoundCx<'e> {
+    pub engine: &'e Engine,
+    pub req: RoundRequest,
+    pub log: Arc<EventLog>,
+    pub exclude: Arc<Exclude>,
+    pub session: SessionSnapshot,
+    pub run: RunSnapshot,
+    pub dedupe: HashMap<String, DedupeEntry>,
+    pub record: RoundRecord,
+    pub newly_marked: BTreeSet<String>,
+    pub todos: Option<Vec<Todo>>,
+    pub fatal: Option<String>,
+}
+
+impl RoundCx<'_> {
+    pub fn catalog(&self) -> Catalog<'_> {
+        Catalog {
+            registry: &self.engine.registry,
+            provider: self.req.provider,
+            exclude: &self.exclude,
+            client_tools: &self.req.client_tools,
+            marked: &self.session.marked,
+        }
+    }
+
+    pub fn mark(&mut self, name: &str) {
+        if self.session.marked.insert(name.to_string()) {
+            self.newly_marked.insert(name.to_string());
+        }
+    }
+
+    pub fn emit(&self, kind: EventKind) {
+        self.log.emit(kind);
+    }
+}
+
+impl Engine {
+    /// An engine over this registry and store. Reads `.tooldispatch/rules` from the work directory.
+    pub fn new(
+        registry: Registry,
+        store: Arc<dyn SessionStore>,
+        confirmer: Arc<dyn Confirmer>,
+        config: EngineConfig,
+    ) -> Result<Self, EngineError> {
+        let rules = Rules::load(&config.workdir).map_err(|source| EngineError::Rules {
+            path: config.workdir.join(Rules::FILE).display().to_string(),
+            source,
+        })?;
+        let policy = GatePolicy {
+            rules,
+            read_only_commands: config.read_only_commands.clone(),
+        };
+        Ok(Engine {
+            registry: Arc::new(registry),
+            store,
+            confirmer,
+            policy: Mutex::new(policy),
+            config,
+        })
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Problems found in the rules file: bad lines, shadowed rules, rules naming no known tool.
+    pub fn rule_lints(&self) -> Vec<RuleLint> {
+        let Ok(policy) = self.policy.lock() else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = self.registry.iter().map(|t| t.name()).collect();
+        let mut lints = policy.rules.lints().to_vec();
+        lints.extend(policy.rules.lint_against_names(&names));
+        lints
+    }
+
+    /// The request's tools array and turn context for a session.
+    pub async fn tools(
+        &self,
+        session: &str,
+        provider: Provider,
+        client_tools: &[ClientTool],
+        exclude: &[String],
+    ) -> Result<(Vec<Value>, String), EngineError> {
+        let (snapshot, _) = self.store.load(session, "").await?;
+        let exclude = Exclude::new(exclude.iter().cloned());
+        let catalog = Catalog {
+            registry: &self.registry,
+            provider,
+            exclude: &exclude,
+            client_tools,
+            marked: &snapshot.marked,
+        };
+        Ok((
+            catalog.tools_array(),
+            catalog.turn_context(&self.config.workdir),
+        ))
+    }
+
+    /// Dispatch one round: check every call, run the ready ones, commit in call order.
+    pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
+        let (session, run) = self.store.load(&req.session, &req.run).await?;
+        let log = Arc::new(EventLog::new(req.live.clone()));
+        let round = run.rounds + 1;
+        let record = RoundRecord {
+            session: req.session.clone(),
+            run: req.run.clone(),
+            round,
+            write_epoch: run.write_epoch,
+            turn_allow_all: run.turn_allow_all,
+            ..RoundRecord::default()
+        };
+        let dedupe = run
+            .dedupe
+            .iter()
+            .map(|e| (e.key.clone(), e.clone()))
+            .collect();
+        let exclude = Arc::new(Exclude::new(req.exclude.iter().cloned()));
+        let mut cx = RoundCx {
+            engine: self,
+            req,
+            log,
+            exclude,
+            session,
+            run,
+            dedupe,
+            record,
+            newly_marked: BTreeSet::new(),
+            todos: None,
+            fatal: None,
+        };
+        let calls = std::mem::take(&mut cx.req.calls);
+        cx.record.transcript.push(TranscriptEntry {
+            run: cx.req.run.clone(),
+            round,
+            in_tools: false,
+            message: assistant_message(&calls),
+        });
+
+        let mut slots = if let Some(slots) = cx.client_handoff(&calls) {
+            slots
+        } else {
+            let mut slots = cx.preflight(&calls).await;
+            let pending = cx.park_for_ask_user(&mut slots);
+            if pending.is_none() {
+                cx.execute(&mut slots).await;
+                if cx.req.cancel.is_cancelled() {
+                    return cx.cancelled().await;
+                }
+            }
+            cx.record.pending = pending;
+            slots
+        };
+        let results = cx.commit(&calls, &mut slots);
+        cx.finish(results).await
+    }
+}
+
+impl RoundCx<'_> {
+    /// Spec §1.1: a reply that calls any client tool is handed back whole; nothing runs.
+    fn client_handoff(&mut self, calls: &[RawCall]) -> Option<Vec<Slot>> {
+        let is_client = |name: &str| self.req.client_tools.iter().any(|c| c.name == name);
+        let client_of = |call: &RawCall| -> Option<String> {
+            let name = normalise_name(&call.name);
+            if is_client(&name) {
+                return Some(name);
+            }
+            if name == RUN_TOOL {
+                let inner = serde_json::from_str::<Value>(call.arguments.trim()).ok()?;
+                let inner = normalise_name(inner.get("name")?.as_str()?);
+                return is_client(&inner).then_some(inner);
+            }
+            None
+        };
+        let names: Vec<Option<String>> = calls.iter().map(client_of).collect();
+        if names.iter().all(Option::is_none) {
+            return None;
+        }
+        let first_client = names.iter().flatten().next().cloned().unwrap_or_default();
+        let mut handed = Vec::new();
+        let slots = calls
+            .iter()
+            .zip(names)
+            .map(|(call, client)| {
+                let id: Arc<str> = Arc::from(call.id.trim());
+                match client {
+                    Some(name) => {
+                        handed.push(json!({"id": call.id.trim(), "name": name, "arguments": call.arguments.trim()}));
+                        Slot {
+                            id,
+                            name: Arc::from(name),
+                            args_raw: Arc::from(call.arguments.trim()),
+                            key: None,
+                            state: SlotState::Client,
+                        }
+                    }
+                    None => {
+                        let name = normalise_name(&call.name);
+                        Slot {
+                            id,
+                            args_raw: Arc::from(call.arguments.trim()),
+                            state: SlotState::Settled {
+                                status: Status::NotRun,
+                                text: format!(
+                                    "tool={name} failed: not run — this reply also called the client tool {first_client}, which the caller runs itself, so nothing else in the reply was run. Call {name} again in your next reply if you still need it."
+                                ),
+                                images: Vec::new(),
+                            },
+                            name: Arc::from(name),
+                            key: None,
+                        }
+                    }
+                }
+            })
+            .collect();
+        self.emit(EventKind::ClientToolCall {
+            client_tool_calls: handed,
+        });
+        self.emit(EventKind::Done);
+        Some(slots)
+    }
+
+    /// Spec §1.4: a ready ask_user with no one to answer inline parks the run.
+    fn park_for_ask_user(&mut self, slots: &mut [Slot]) -> Option<PendingTask> {
+        if self.engine.confirmer.interactive() {
+            return None;
+        }
+        let ask_index = slots.iter().position(|s| match &s.state {
+            SlotState::Ready { tool, .. } => tool.spec().asks_user,
+            _ => false,
+        })?;
+        let ask_name = slots[ask_index].name.clone();
+        let mut ask_args = Value::Null;
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if i == ask_index {
+                if let SlotState::Ready { args, .. } =
+                    std::mem::replace(&mut slot.state, SlotState::Parked)
+                {
+                    ask_args = args;
+                }
+                continue;
+            }
+            if matches!(slot.state, SlotState::Ready { .. } | SlotState::SameAs(_)) {
+                slot.state = SlotState::Settled {
+                    status: Status::NotRun,
+                    text: format!(
+                        "tool={} failed: not run — the round paused to ask the user ({ask_name}); call it again after the answer if you still need it.",
+                        slot.name
+                    ),
+                    images: Vec::new(),
+                };
+            }
+        }
+        let slot = &slots[ask_index];
+        let task_hash = blake3::hash(
+            format!(
+                "{}|{}|{}|{}",
+                self.req.session, self.req.run, self.record.round, slot.id
+            )
+            .as_bytes(),
+        )
+        .to_hex()[..16]
+            .to_string();
+        let pending = PendingTask {
+            task_hash: task_hash.clone(),
+            session: self.req.session.clone(),
+            run: self.req.run.clone(),
+            tool_call_id: slot.id.to_string(),
+            questions: ask_args.get("questions").cloned().unwrap_or(Value::Null),
+            state: ask_args.get("state").cloned().unwrap_or(Value::Null),
+            tool_results: Vec::new(),
+            todos: self.session.todos.clone(),
+            created_at_ms: now_unix_ms(),
+        };
+        self.emit(EventKind::Pending {
+            task_hash: task_hash.clone(),
+            pending_session: self.req.session.clone(),
+            text: task_hash,
+        });
+        Some(pending)
+    }
+
+    /// Pass 2 was cancelled: keep the assistant message and the events, commit nothing else.
+    async fn cancelled(mut self) -> Result<RoundOutcome, EngineError> {
+        self.emit(EventKind::Canceled {
+            text: "the round was cancelled; no results were committed".into(),
+        });
+        let mut record = std::mem::take(&mut self.record);
+        record.events = serialise_events(&self.log.take());
+        self.engine.store.commit_round(record).await?;
+        Err(EngineError::Cancelled)
+    }
+
+    async fn finish(mut self, results: Vec<SlotResult>) -> Result<RoundOutcome, EngineError> {
+        let events = self.log.take();
+        let mut record = std::mem::take(&mut self.record);
+        record.marked = self.newly_marked.iter().cloned().collect();
+        record.todos = self.todos.take();
+        if let Some(pending) = record.pending.as_mut() {
+            pending.tool_results = results
+                .iter()
+                .map(|r| json!({"name": r.name, "id": r.tool_call_id, "result": r.content}))
+                .collect();
+            if let Some(todos) = &record.todos {
+                pending.todos = todos.clone();
+            }
+        }
+        record.events = serialise_events(&events);
+        let pending = record.pending.clone();
+        let round = record.round;
+        self.engine.store.commit_round(record).await?;
+        Ok(RoundOutcome {
+            session: self.req.session,
+            run: self.req.run,
+            round,
+            results,
+            events,
+            pending,
+            fatal: self.fatal,
+        })
+    }
+}
+
+/// Trim a tool name and cut it at the first `<|` (leaked special-token tails).
+pub(crate) fn normalise_name(name: &str) -> String {
+    let name = name.trim();
+    match name.find("<|") {
+        Some(i) => name[..i].trim().to_string(),
+        None => name.to_string(),
+    }
+}
+
+/// The provider-neutral assistant message that carried the calls.
+fn assistant_message(calls: &[RawCall]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|c| json!({"id": c.id.trim(), "name": normalise_name(&c.name), "arguments": c.arguments.trim()}))
+        .collect();
+    json!({"role": "assistant", "tool_calls": calls})
+}
+
+fn serialise_events(events: &[Event]) -> Vec<Value> {
+    events
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .collect()
+}
+
+pub(crate) fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Go-style duration text (`5m0s`, `1m30s`, `250ms`), as the seed's messages use.
+pub(crate) fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let frac = d.subsec_millis();
+    let s = if frac == 0 {
+        format!("{}s", secs % 60)
+    } else {
+        format!("{}.{}s", secs % 60, format!("{frac:03}").trim_end_matches('0'))
+            .trim_end_matches('0')
+            .to_string()
+    };
+    match (secs / 3600, (secs % 3600) / 60) {
+        (0, 0) => s,
+        (0, m) => format!("{m}m{s}"),
+        (h, m) => format!("{h}h{m}m{s}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_duration_matches_go_formatting() {
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+        assert_eq!(go_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(go_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(go_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(go_duration(Duration::from_secs(3600 * 2 + 5)), "2h0m5s");
+    }
+
+    #[test]
+    fn name_is_trimmed_and_cut_at_special_token() {
+        assert_eq!(
+            normalise_name("  read_files<|channel|>commentary "),
+            "read_files"
+        );
+        assert_eq!(normalise_name("calculate"), "calculate");
+    }
+}

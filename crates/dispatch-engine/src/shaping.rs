@@ -1,0 +1,172 @@
+//! Output shaping (DESIGN §4.6): a result over budget keeps its head, its tail and every line
+//! that looks like an error; the notice goes on top and the full text is spilled to a file.
+
+use std::path::{Path, PathBuf};
+
+/// Default per-result budget in bytes.
+pub const DEFAULT_RESULT_BUDGET: usize = 20_000;
+
+/// Shape `text` to `budget` bytes. `spill` is where the full text may be written.
+pub fn shape(text: &str, budget: usize, spill: Option<&Path>) -> String {
+    if text.len() <= budget {
+        return text.to_string();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let head_budget = budget * 2 / 5;
+    let tail_budget = budget * 2 / 5;
+    let error_budget = budget - head_budget - tail_budget;
+
+    let mut head_end = 0;
+    let mut used = 0;
+    while head_end < lines.len() && used + lines[head_end].len() < head_budget {
+        used += lines[head_end].len() + 1;
+        head_end += 1;
+    }
+    let mut tail_start = lines.len();
+    used = 0;
+    while tail_start > head_end && used + lines[tail_start - 1].len() < tail_budget {
+        used += lines[tail_start - 1].len() + 1;
+        tail_start -= 1;
+    }
+    let mut errors = Vec::new();
+    used = 0;
+    let mut errors_dropped = 0;
+    for (i, line) in lines.iter().enumerate().take(tail_start).skip(head_end) {
+        if looks_like_error(line) {
+            let line = clip(line, 400);
+            if used + line.len() < error_budget {
+                used += line.len() + 1;
+                errors.push(format!("{}: {line}", i + 1));
+            } else {
+                errors_dropped += 1;
+            }
+        }
+    }
+
+    let where_full = match spill.map(|p| write_spill(p, text)) {
+        Some(Ok(path)) => format!(
+            "full text: {} (read it with read_files and offset/limit)",
+            path.display()
+        ),
+        Some(Err(e)) => format!("the full text could not be saved ({e})"),
+        None => "the full text is not kept".to_string(),
+    };
+    let omitted = tail_start - head_end;
+    let mut out = format!(
+        "[output shaped: {} bytes in {} lines, over the {budget}-byte budget; showing lines 1-{head_end}, {} error-looking line(s) from the middle{}, and lines {}-{}; {where_full}]\n",
+        text.len(),
+        lines.len(),
+        errors.len(),
+        if errors_dropped > 0 {
+            format!(" ({errors_dropped} more not shown)")
+        } else {
+            String::new()
+        },
+        tail_start + 1,
+        lines.len(),
+    );
+    // A single huge line has no line structure to keep: cut it by bytes instead.
+    if head_end == 0 && tail_start == lines.len() {
+        out.push_str(clip(text, head_budget));
+        out.push_str("\n…\n");
+        let start = ceil_boundary(text, text.len().saturating_sub(tail_budget));
+        out.push_str(&text[start..]);
+        return out;
+    }
+    for line in &lines[..head_end] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str(&format!("… {omitted} line(s) omitted …\n"));
+    for e in &errors {
+        out.push_str(e);
+        out.push('\n');
+    }
+    if !errors.is_empty() {
+        out.push_str("…\n");
+    }
+    out.push_str(&lines[tail_start..].join("\n"));
+    out
+}
+
+fn looks_like_error(line: &str) -> bool {
+    let l = line.to_lowercase();
+    [
+        "error",
+        "failed",
+        "failure",
+        "panic",
+        "exception",
+        "fatal",
+        "traceback",
+        "denied",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+}
+
+fn clip(s: &str, max: usize) -> &str {
+    &s[..floor_boundary(s, max.min(s.len()))]
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+fn write_spill(path: &Path, text: &str) -> std::io::Result<PathBuf> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)?;
+    Ok(path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_untouched() {
+        assert_eq!(shape("hello", 100, None), "hello");
+    }
+
+    #[test]
+    fn long_text_keeps_head_tail_and_error_lines_with_notice_on_top() {
+        let mut text = String::new();
+        for i in 1..=2000 {
+            if i == 1000 {
+                text.push_str("error[E0308]: mismatched types\n");
+            } else {
+                text.push_str(&format!("line {i} of ordinary output\n"));
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("results/c1.txt");
+        let shaped = shape(&text, 2000, Some(&spill));
+        assert!(shaped.len() < 2600, "{}", shaped.len());
+        assert!(shaped.starts_with("[output shaped: "), "{shaped}");
+        assert!(shaped.contains(&format!("full text: {}", spill.display())));
+        assert!(shaped.contains("line 1 of ordinary output"));
+        assert!(shaped.contains("line 2000 of ordinary output"));
+        assert!(shaped.contains("1000: error[E0308]: mismatched types"));
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), text);
+    }
+
+    #[test]
+    fn one_huge_line_is_cut_on_char_boundaries() {
+        let text = "é".repeat(50_000);
+        let shaped = shape(&text, 1000, None);
+        assert!(shaped.contains("the full text is not kept"));
+        assert!(shaped.len() < 1500);
+    }
+}

@@ -1,0 +1,154 @@
+//! The `Tool` contract: what a tool receives when it runs and what it hands back.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use dispatch_store::Todo;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EventKind, EventLog};
+use crate::registry::Registry;
+use crate::spec::ToolSpec;
+
+/// A tool the engine can dispatch.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    fn spec(&self) -> &ToolSpec;
+    /// Run one call. `args` has already passed the tool's JSON Schema.
+    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// What a call hands back on success.
+#[derive(Clone, Debug, Default)]
+pub struct ToolOutput {
+    pub text: String,
+    /// Images as `data:` URLs; the wire format decides how the model sees them.
+    pub images: Vec<String>,
+    /// Resolved absolute paths the call read or changed (drives dedupe invalidation).
+    pub paths: Vec<PathBuf>,
+    /// The session's whole new todo list (write_todo).
+    pub todos: Option<Vec<Todo>>,
+    /// Tools whose schema this call showed the model (find_tools).
+    pub marks: Vec<String>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            ..ToolOutput::default()
+        }
+    }
+    pub fn with_paths(mut self, paths: Vec<PathBuf>) -> Self {
+        self.paths = paths;
+        self
+    }
+    pub fn with_images(mut self, images: Vec<String>) -> Self {
+        self.images = images;
+        self
+    }
+}
+
+/// Why a call failed. Every variant becomes the call's own result; siblings are never affected.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ToolError {
+    /// Tell the model; it can act on the message.
+    #[error("{0}")]
+    Failed(String),
+    /// A credential is missing or was rejected; the hint points to store_secret.
+    #[error("{message}")]
+    Credential {
+        key: Option<String>,
+        message: String,
+    },
+    /// Something is broken beyond this call: the round finishes, then the run should stop.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl ToolError {
+    pub fn failed(message: impl Into<String>) -> Self {
+        ToolError::Failed(message.into())
+    }
+}
+
+/// Everything a call may use while it runs.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub session_id: Arc<str>,
+    pub run_id: Arc<str>,
+    pub call_id: Arc<str>,
+    pub workdir: Arc<Path>,
+    /// Where results, spills and other per-session files live; `None` for in-memory use.
+    pub data_dir: Option<Arc<Path>>,
+    pub registry: Arc<Registry>,
+    pub exclude: Arc<Exclude>,
+    pub progress: Progress,
+    /// Cancelled when the call times out or the round is cancelled.
+    pub cancel: CancellationToken,
+}
+
+/// Names not available in a session; a trailing `*` is a prefix match.
+#[derive(Clone, Debug, Default)]
+pub struct Exclude {
+    entries: Vec<String>,
+}
+
+impl Exclude {
+    pub fn new(entries: impl IntoIterator<Item = String>) -> Self {
+        Exclude {
+            entries: entries
+                .into_iter()
+                .map(|e| e.trim().to_string())
+                .filter(|e| !e.is_empty())
+                .collect(),
+        }
+    }
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.iter().any(|e| match e.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => e == name,
+        })
+    }
+}
+
+/// Streams progress of one call as `ToolProgress` events; each one resets the idle timeout.
+#[derive(Clone)]
+pub struct Progress {
+    pub(crate) log: Arc<EventLog>,
+    pub(crate) tool_id: Arc<str>,
+    pub(crate) tool_name: Arc<str>,
+    /// Nanoseconds since the round started at the last sign of life.
+    pub(crate) last_activity: Arc<AtomicU64>,
+    /// Progress text so far, returned with a timeout (capped).
+    pub(crate) partial: Arc<std::sync::Mutex<String>>,
+}
+
+/// Partial output kept for a timed-out call.
+const PARTIAL_CAP: usize = 8 * 1024;
+
+impl Progress {
+    pub fn emit(&self, text: impl Into<String>) {
+        let text = text.into();
+        self.last_activity
+            .store(self.log.elapsed_nanos(), Ordering::Relaxed);
+        if let Ok(mut partial) = self.partial.lock() {
+            partial.push_str(&text);
+            if partial.len() > PARTIAL_CAP {
+                let cut = partial.len() - PARTIAL_CAP;
+                let cut = (cut..partial.len())
+                    .find(|i| partial.is_char_boundary(*i))
+                    .unwrap_or(partial.len());
+                partial.drain(..cut);
+            }
+        }
+        self.log.emit(EventKind::ToolProgress {
+            tool_id: self.tool_id.clone(),
+            tool_name: self.tool_name.clone(),
+            text,
+        });
+    }
+}

@@ -1,0 +1,343 @@
+//! Wire formats: how each provider's model reply carries tool calls, and how the results and the
+//! tools array must look to go back to that provider.
+//!
+//! Each provider is one file implementing [`WireFormat`]; the engine only ever sees
+//! [`RawCall`]s in and [`WireResult`]s out.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+mod anthropic;
+mod claude_code;
+mod openai;
+
+/// The model API a round comes from and goes back to. Adding one: a file implementing
+/// [`WireFormat`], its `mod` line, a variant, and an arm in `as_str` and `format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// OpenAI Chat Completions (`openai.rs`).
+    OpenAi,
+    /// Anthropic Messages (`anthropic.rs`).
+    Anthropic,
+    /// The claude-code text protocol (`claude_code.rs`).
+    ClaudeCode,
+}
+
+impl Provider {
+    /// Every provider, in the order the CLI lists them.
+    pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::Anthropic, Provider::ClaudeCode];
+
+    /// The name the CLI, the HTTP API and error messages use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+            Provider::ClaudeCode => "claude-code",
+        }
+    }
+
+    /// The wire format that parses this provider's replies and renders its messages.
+    pub fn format(self) -> &'static dyn WireFormat {
+        match self {
+            Provider::OpenAi => &openai::ChatCompletions,
+            Provider::Anthropic => &anthropic::Messages,
+            Provider::ClaudeCode => &claude_code::TextProtocol,
+        }
+    }
+}
+
+impl FromStr for Provider {
+    type Err = WireError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Provider::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+                WireError(format!(
+                    "unknown provider {s:?}; use one of: {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One tool call as the model sent it: trimmed later by the engine, so keep values as sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawCall {
+    /// The provider's call id, which the result must echo.
+    pub id: String,
+    /// The tool name as the model wrote it.
+    pub name: String,
+    /// The arguments as JSON text, possibly invalid: the engine reports that to the model.
+    pub arguments: String,
+}
+
+/// One committed result to render.
+#[derive(Clone, Copy, Debug)]
+pub struct WireResult<'a> {
+    /// The id of the call this result answers.
+    pub tool_call_id: &'a str,
+    /// The tool name, for formats that label results by name.
+    pub name: &'a str,
+    /// The result text the model reads.
+    pub content: &'a str,
+    /// Whether the call failed, for formats that carry a flag.
+    pub is_error: bool,
+    /// Images the result carries, as `data:` URLs.
+    pub images: &'a [String],
+}
+
+/// One entry of the request's tools array.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolDecl<'a> {
+    /// The tool name.
+    pub name: &'a str,
+    /// What the tool does, for the model.
+    pub description: &'a str,
+    /// The JSON Schema of the arguments.
+    pub parameters: &'a Value,
+}
+
+/// A reply that cannot be read as tool calls, with a message a developer can act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireError(pub String);
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// One provider's wire format.
+pub trait WireFormat: Send + Sync {
+    /// The tool calls of one assistant reply, given as the raw text the caller sent.
+    fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError>;
+    /// The messages that carry these results back to the model, in call order.
+    fn render_results(&self, results: &[WireResult<'_>]) -> Vec<Value>;
+    /// The request's tools array.
+    fn render_tools(&self, tools: &[ToolDecl<'_>]) -> Vec<Value>;
+}
+
+/// Split a `data:<media type>;base64,<data>` URL.
+pub fn split_data_url(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_at_checked(5)?;
+    if !scheme.eq_ignore_ascii_case("data:") {
+        return None;
+    }
+    let (header, data) = rest.split_once(',')?;
+    // Parameters such as `;charset=utf-8` may sit between the media type and `;base64`; the
+    // providers want the bare media type.
+    let (media_type, params) = header.split_once(';')?;
+    let is_base64 = params
+        .rsplit(';')
+        .next()
+        .is_some_and(|last| last.eq_ignore_ascii_case("base64"));
+    (is_base64 && media_type.contains('/')).then_some((media_type, data))
+}
+
+/// An error about a reply, prefixed with the provider so a mixed-up `--provider` shows at once.
+fn reply_error(provider: Provider, message: impl fmt::Display) -> WireError {
+    WireError(format!("{provider}: {message}"))
+}
+
+/// Parses the reply as JSON; serde_json's recursion limit keeps hostile nesting from overflowing
+/// the stack.
+fn parse_json(input: &str) -> Result<Value, WireError> {
+    if input.trim().is_empty() {
+        return Err(WireError(
+            "the reply is empty: send the assistant message as JSON".to_owned(),
+        ));
+    }
+    serde_json::from_str(input).map_err(|e| WireError(format!("the reply is not valid JSON: {e}")))
+}
+
+/// Names a JSON value's type for "got …" in error messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Drops the locations after checking ids are distinct: results are matched to calls by id, so
+/// a repeated id would make two results indistinguishable to the provider.
+fn distinct_ids(
+    provider: Provider,
+    located: Vec<(String, RawCall)>,
+) -> Result<Vec<RawCall>, WireError> {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for (at, call) in &located {
+        if let Some(first) = seen.insert(&call.id, at) {
+            return Err(reply_error(
+                provider,
+                format!(
+                    "{at} has id {:?}, already used by {first}; every call needs its own id",
+                    call.id
+                ),
+            ));
+        }
+    }
+    Ok(located.into_iter().map(|(_, call)| call).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    #[test]
+    fn provider_names_round_trip_through_from_str_and_display() {
+        let names: Vec<String> = Provider::ALL.iter().map(|p| p.to_string()).collect();
+        assert_eq!(names, ["openai", "anthropic", "claude-code"]);
+        for provider in Provider::ALL {
+            assert_eq!(provider.as_str().parse::<Provider>(), Ok(provider));
+        }
+    }
+
+    #[test]
+    fn unknown_provider_lists_the_known_ones() {
+        assert_eq!(
+            "gpt".parse::<Provider>(),
+            Err(WireError(
+                r#"unknown provider "gpt"; use one of: openai, anthropic, claude-code"#.to_owned()
+            ))
+        );
+        assert_eq!(
+            "OpenAI".parse::<Provider>().map_err(|e| e.to_string()),
+            Err(
+                r#"unknown provider "OpenAI"; use one of: openai, anthropic, claude-code"#
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn each_provider_maps_to_its_own_tools_shape() {
+        let schema = json!({"type": "object"});
+        let tools = [ToolDecl {
+            name: "t",
+            description: "d",
+            parameters: &schema,
+        }];
+        let shapes: Vec<Value> = Provider::ALL
+            .iter()
+            .map(|p| Value::Array(p.format().render_tools(&tools)))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                json!([{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}]),
+                json!([{"name": "t", "description": "d", "input_schema": {"type": "object"}}]),
+                json!([{"name": "t", "description": "d", "parameters": {"type": "object"}}]),
+            ]
+        );
+    }
+
+    #[test]
+    fn split_data_url_returns_media_type_and_data() {
+        assert_eq!(
+            split_data_url("data:image/png;base64,iVBORw0KGgo="),
+            Some(("image/png", "iVBORw0KGgo="))
+        );
+        assert_eq!(
+            split_data_url("DATA:image/jpeg;BASE64,/9j/"),
+            Some(("image/jpeg", "/9j/"))
+        );
+        assert_eq!(
+            split_data_url("data:image/svg+xml;charset=utf-8;base64,PHN2Zz4="),
+            Some(("image/svg+xml", "PHN2Zz4="))
+        );
+    }
+
+    #[test]
+    fn split_data_url_rejects_anything_but_base64_data_urls() {
+        for url in [
+            "",
+            "data:",
+            "dat",
+            "https://example.com/a.png",
+            "data:image/png,rawbytes",
+            "data:;base64,AAAA",
+            "data:image/png;base64",
+            "data:image/png;base64x,AAAA",
+            "dataé:image/png;base64,AAAA",
+        ] {
+            assert_eq!(split_data_url(url), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn wire_error_displays_its_message_and_is_an_error() {
+        let error: Box<dyn std::error::Error> = Box::new(WireError("bad reply".to_owned()));
+        assert_eq!(error.to_string(), "bad reply");
+    }
+
+    #[test]
+    fn empty_and_invalid_json_name_the_problem() {
+        assert_eq!(
+            parse_json("  \n"),
+            Err(WireError(
+                "the reply is empty: send the assistant message as JSON".to_owned()
+            ))
+        );
+        assert_eq!(
+            parse_json("{"),
+            Err(WireError(
+                "the reply is not valid JSON: EOF while parsing an object at line 1 column 1"
+                    .to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = "[".repeat(1_000_000);
+        let error = parse_json(&deep).map_err(|e| e.0);
+        assert_eq!(
+            error,
+            Err(
+                "the reply is not valid JSON: recursion limit exceeded at line 1 column 128"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn repeated_call_ids_are_rejected_with_both_positions() {
+        let call = |id: &str| RawCall {
+            id: id.to_owned(),
+            name: "t".to_owned(),
+            arguments: "{}".to_owned(),
+        };
+        let located = vec![
+            ("tool_calls[0]".to_owned(), call("a")),
+            ("tool_calls[1]".to_owned(), call("b")),
+            ("tool_calls[2]".to_owned(), call("a")),
+        ];
+        assert_eq!(
+            distinct_ids(Provider::OpenAi, located),
+            Err(WireError(
+                r#"openai: tool_calls[2] has id "a", already used by tool_calls[0]; every call needs its own id"#
+                    .to_owned()
+            ))
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! Storage for tooldispatch: the records a round reads and writes, the `SessionStore` trait,
+//! and its backends (`memory:` for tests and benchmarks, `sqlite:PATH` for the embedded default).
+//!
+//! The engine loads a session and a run once per round ([`SessionStore::load`]) and writes
+//! everything the round changed in one call ([`SessionStore::commit_round`]), so a backend can
+//! make a round's commit atomic.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub mod memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+/// What can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store backend failed: {0}")]
+    Backend(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("cannot open store {url:?}: {reason}")]
+    BadUrl { url: String, reason: String },
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// One item of a todo list (`write_todo`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: TodoStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_form: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// When a remembered (deduplicated) result stops being valid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Validity {
+    /// Depends only on the arguments: valid for the whole run.
+    Always,
+    /// Depends on these files (resolved absolute paths): dies when a mutating call touches one.
+    Paths { paths: Vec<String> },
+    /// Observes the world at large: valid only while the run's write epoch is unchanged.
+    Epoch { epoch: u64 },
+}
+
+/// A committed result remembered for dedupe, keyed by the hash of `name|canonical args`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupeEntry {
+    pub key: String,
+    pub tool: String,
+    /// The committed result text, without the `[name] ` prefix.
+    pub result: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
+    pub validity: Validity,
+}
+
+/// Session-wide state a round needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSnapshot {
+    /// Tools whose schema the model has been shown in this session.
+    pub marked: BTreeSet<String>,
+    pub todos: Vec<Todo>,
+}
+
+/// Run-wide state a round needs (a run is one user turn).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSnapshot {
+    /// Rounds already committed in this run.
+    pub rounds: u64,
+    /// Bumped by every successful mutating call; epoch-scoped dedupe entries die with it.
+    pub write_epoch: u64,
+    /// The user approved a confirmation with "allow for this turn".
+    pub turn_allow_all: bool,
+    pub dedupe: Vec<DedupeEntry>,
+}
+
+/// One message of the session transcript, in the engine's provider-neutral shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptEntry {
+    pub run: String,
+    pub round: u64,
+    /// Also part of the `tools` list (every message except dedupe hits and the assistant message).
+    pub in_tools: bool,
+    pub message: Value,
+}
+
+/// A run parked by `ask_user`, waiting for the user's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingTask {
+    pub task_hash: String,
+    pub session: String,
+    pub run: String,
+    /// The id of the ask_user call whose result the answer becomes.
+    pub tool_call_id: String,
+    pub questions: Value,
+    pub state: Value,
+    /// `{name, id, args, result}` of every result committed so far in the run.
+    pub tool_results: Vec<Value>,
+    pub todos: Vec<Todo>,
+    pub created_at_ms: u64,
+}
+
+/// Everything one round changed, written in one go.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    pub session: String,
+    pub run: String,
+    /// The round number just committed (also the run's new `rounds`).
+    pub round: u64,
+    pub write_epoch: u64,
+    pub turn_allow_all: bool,
+    /// Names newly marked in this round.
+    pub marked: Vec<String>,
+    /// The whole new todo list, when it changed.
+    pub todos: Option<Vec<Todo>>,
+    /// Dedupe entries added or replaced (by key).
+    pub dedupe_put: Vec<DedupeEntry>,
+    /// Dedupe keys removed.
+    pub dedupe_drop: Vec<String>,
+    pub transcript: Vec<TranscriptEntry>,
+    /// The round's events, already serialised.
+    pub events: Vec<Value>,
+    pub pending: Option<PendingTask>,
+}
+
+/// Sessions, runs, transcripts, events and pending tasks.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// The session's and the run's state; empty snapshots when they do not exist yet.
+    async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)>;
+    /// Apply one round's changes atomically.
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()>;
+    /// The session transcript in commit order, optionally narrowed to one run.
+    async fn transcript(
+        &self,
+        session: &str,
+        run: Option<&str>,
+    ) -> StoreResult<Vec<TranscriptEntry>>;
+    /// Serialised events of the session with a sequence number above `after`, oldest first.
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, Value)>>;
+    /// Pending tasks of the session, oldest first.
+    async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>>;
+}
+
+/// Open a store by URL: `memory:` or `sqlite:PATH`.
+pub fn open(url: &str) -> StoreResult<Arc<dyn SessionStore>> {
+    let bad = |reason: &str| StoreError::BadUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    if url == "memory:" {
+        return Ok(Arc::new(memory::MemoryStore::default()));
+    }
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        if path.is_empty() {
+            return Err(bad("sqlite: needs a file path, e.g. sqlite:/tmp/td.db"));
+        }
+        #[cfg(feature = "sqlite")]
+        {
+            return Ok(Arc::new(sqlite::SqliteStore::open(std::path::Path::new(
+                path,
+            ))?));
+        }
+        #[cfg(not(feature = "sqlite"))]
+        return Err(bad("this build has no SQLite backend"));
+    }
+    Err(bad("use memory: or sqlite:PATH"))
+}

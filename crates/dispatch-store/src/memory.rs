@@ -1,0 +1,202 @@
+//! The in-memory store: plain maps behind one mutex, for tests and benchmarks.
+//!
+//! One mutex over everything makes `commit_round` atomic for free; a commit only moves the
+//! record's vectors into place, so benchmarks measure the engine, not the store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::{
+    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
+    StoreResult, TranscriptEntry,
+};
+
+#[cfg(test)]
+#[path = "suite_tests.rs"]
+pub(crate) mod suite_tests;
+
+/// A [`SessionStore`] that keeps everything in process memory and forgets it on drop.
+#[derive(Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    sessions: HashMap<String, SessionState>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    snapshot: SessionSnapshot,
+    runs: HashMap<String, RunState>,
+    transcript: Vec<TranscriptEntry>,
+    /// Sorted by sequence number, so `events(after)` can binary-search.
+    events: Vec<(u64, Value)>,
+    pending: Vec<PendingTask>,
+}
+
+#[derive(Default)]
+struct RunState {
+    rounds: u64,
+    write_epoch: u64,
+    turn_allow_all: bool,
+    /// Entries by insertion number, so a load lists them in insertion order.
+    dedupe: BTreeMap<u64, DedupeEntry>,
+    /// Where each key sits in `dedupe`: a replaced entry keeps its place, like an SQL upsert.
+    slots: HashMap<String, u64>,
+    next_slot: u64,
+}
+
+impl RunState {
+    fn put(&mut self, entry: DedupeEntry) {
+        let slot = match self.slots.get(&entry.key) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.next_slot;
+                self.next_slot += 1;
+                self.slots.insert(entry.key.clone(), slot);
+                slot
+            }
+        };
+        self.dedupe.insert(slot, entry);
+    }
+
+    fn drop_key(&mut self, key: &str) {
+        if let Some(slot) = self.slots.remove(key) {
+            self.dedupe.remove(&slot);
+        }
+    }
+
+    fn snapshot(&self) -> RunSnapshot {
+        RunSnapshot {
+            rounds: self.rounds,
+            write_epoch: self.write_epoch,
+            turn_allow_all: self.turn_allow_all,
+            dedupe: self.dedupe.values().cloned().collect(),
+        }
+    }
+}
+
+impl MemoryStore {
+    fn state(&self) -> StoreResult<MutexGuard<'_, State>> {
+        // A panic while the lock was held may have left a commit half applied; refuse to go on
+        // rather than serve that state.
+        self.state.lock().map_err(|_| {
+            StoreError::Backend("memory store: a thread panicked while writing to it".to_string())
+        })
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Default::default());
+        };
+        let run = stored
+            .runs
+            .get(run)
+            .map(RunState::snapshot)
+            .unwrap_or_default();
+        Ok((stored.snapshot.clone(), run))
+    }
+
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
+        let RoundRecord {
+            session,
+            run,
+            round,
+            write_epoch,
+            turn_allow_all,
+            marked,
+            todos,
+            dedupe_put,
+            dedupe_drop,
+            transcript,
+            events,
+            pending,
+        } = record;
+        let mut state = self.state()?;
+        let stored = state.sessions.entry(session).or_default();
+
+        stored.snapshot.marked.extend(marked);
+        if let Some(todos) = todos {
+            stored.snapshot.todos = todos;
+        }
+
+        let run_state = stored.runs.entry(run).or_default();
+        run_state.rounds = round;
+        run_state.write_epoch = write_epoch;
+        run_state.turn_allow_all = turn_allow_all;
+        // Drops after puts, as in the SQLite backend: when a round both stores and invalidates
+        // a key, serving a stale result is worse than running the call again.
+        for entry in dedupe_put {
+            run_state.put(entry);
+        }
+        for key in &dedupe_drop {
+            run_state.drop_key(key);
+        }
+
+        stored.transcript.extend(transcript);
+
+        let mut seq = stored.events.last().map_or(0, |(seq, _)| *seq);
+        stored.events.extend(events.into_iter().map(|event| {
+            seq += 1;
+            (seq, event)
+        }));
+
+        if let Some(task) = pending {
+            match stored
+                .pending
+                .iter_mut()
+                .find(|known| known.task_hash == task.task_hash)
+            {
+                Some(known) => *known = task,
+                None => stored.pending.push(task),
+            }
+        }
+        Ok(())
+    }
+
+    async fn transcript(
+        &self,
+        session: &str,
+        run: Option<&str>,
+    ) -> StoreResult<Vec<TranscriptEntry>> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        Ok(stored
+            .transcript
+            .iter()
+            .filter(|entry| run.is_none_or(|run| entry.run == run))
+            .cloned()
+            .collect())
+    }
+
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, Value)>> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        let start = stored.events.partition_point(|(seq, _)| *seq <= after);
+        Ok(stored.events[start..].to_vec())
+    }
+
+    async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        let mut tasks = stored.pending.clone();
+        // Stable, so tasks created in the same millisecond keep their commit order.
+        tasks.sort_by_key(|task| task.created_at_ms);
+        Ok(tasks)
+    }
+}

@@ -1,0 +1,531 @@
+//! The embedded default store: one SQLite file in WAL mode.
+//!
+//! rusqlite is blocking and a `Connection` cannot be shared between threads, so one dedicated
+//! thread owns the connection and runs boxed jobs sent over a channel, answering through a
+//! oneshot. One writer also means no `SQLITE_BUSY` between our own commits; other processes
+//! sharing the file are covered by `busy_timeout`.
+
+use std::fmt::Display;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::{
+    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
+    StoreResult, TranscriptEntry,
+};
+
+#[cfg(test)]
+#[path = "sqlite_tests.rs"]
+mod sqlite_tests;
+
+/// Schema migrations in order; `PRAGMA user_version` holds how many have been applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: the session store.
+    r#"
+    CREATE TABLE sessions (
+        id         TEXT PRIMARY KEY,
+        marked     TEXT NOT NULL,    -- JSON array of tool names, sorted
+        todos      TEXT NOT NULL,    -- JSON array of todos
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    ) STRICT;
+
+    CREATE TABLE runs (
+        session        TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        run            TEXT NOT NULL,
+        rounds         INTEGER NOT NULL,
+        write_epoch    INTEGER NOT NULL,
+        turn_allow_all INTEGER NOT NULL,
+        PRIMARY KEY (session, run)
+    ) STRICT;
+
+    -- The rowid gives insertion order; an upsert keeps the row, so a replaced entry keeps its place.
+    CREATE TABLE dedupe (
+        session  TEXT NOT NULL,
+        run      TEXT NOT NULL,
+        key      TEXT NOT NULL CHECK (key <> ''),
+        tool     TEXT NOT NULL,
+        result   TEXT NOT NULL,
+        images   TEXT NOT NULL,     -- JSON array
+        validity TEXT NOT NULL,     -- JSON Validity
+        PRIMARY KEY (session, run, key),
+        FOREIGN KEY (session, run) REFERENCES runs (session, run) ON DELETE CASCADE
+    ) STRICT;
+
+    CREATE TABLE transcript (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        session  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        run      TEXT NOT NULL,
+        round    INTEGER NOT NULL,
+        in_tools INTEGER NOT NULL,
+        message  TEXT NOT NULL      -- JSON
+    ) STRICT;
+    CREATE INDEX transcript_by_session ON transcript (session, seq);
+    CREATE INDEX transcript_by_run ON transcript (session, run, seq);
+
+    -- AUTOINCREMENT: a sequence number is never reused, even after rows are deleted.
+    CREATE TABLE events (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        event   TEXT NOT NULL       -- JSON
+    ) STRICT;
+    CREATE INDEX events_by_session ON events (session, seq);
+
+    CREATE TABLE pending (
+        task_hash  TEXT PRIMARY KEY CHECK (task_hash <> ''),
+        session    TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        record     TEXT NOT NULL,   -- JSON PendingTask
+        created_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX pending_by_session ON pending (session, created_ms);
+    "#,
+];
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// A [`SessionStore`] in one SQLite file; every statement runs on one dedicated thread.
+pub struct SqliteStore {
+    /// `None` only while dropping, so the worker sees the channel close.
+    jobs: Option<mpsc::Sender<Job>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl SqliteStore {
+    /// Open or create the store file at `path` (and its directories) and migrate its schema.
+    pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        let op = format!("open {}", path.display());
+        let fail = |e: &dyn Display| StoreError::Backend(format!("{op}: {e}"));
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| fail(&e))?;
+        }
+        create_private(path).map_err(|e| fail(&e))?;
+        let mut conn = Connection::open(path).map_err(|e| fail(&e))?;
+        configure(&conn).map_err(|e| fail(&e))?;
+        migrate(&mut conn).map_err(|e| e.into_store_error(&op))?;
+
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let worker = std::thread::Builder::new()
+            .name("dispatch-store-sqlite".to_string())
+            .spawn(move || {
+                // Ends when every sender is gone, i.e. when the store is dropped.
+                for job in queue {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| fail(&e))?;
+        Ok(SqliteStore {
+            jobs: Some(jobs),
+            worker: Some(worker),
+        })
+    }
+
+    /// Run `job` on the connection thread and wait for its answer.
+    async fn run<T, F>(&self, op: String, job: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, JobError> + Send + 'static,
+    {
+        let stopped = || StoreError::Backend(format!("{op}: the SQLite thread has stopped"));
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            // The caller may have stopped waiting (its future was dropped); nothing to tell.
+            let _ = reply.send(job(conn));
+        });
+        let jobs = self.jobs.as_ref().ok_or_else(stopped)?;
+        jobs.send(job).map_err(|_| stopped())?;
+        match answer.await {
+            Ok(result) => result.map_err(|e| e.into_store_error(&op)),
+            Err(_) => Err(stopped()),
+        }
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Close the channel, then wait for queued jobs to finish, so the file is closed (and
+        // the WAL checkpointed) by the time the drop returns and a reopen sees everything.
+        self.jobs = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let op = format!("load {session}/{run}");
+        let (session, run) = (session.to_string(), run.to_string());
+        self.run(op, move |conn| {
+            // One read transaction, so the three reads see the same commit.
+            let tx = conn.transaction()?;
+            let loaded = load(&tx, &session, &run)?;
+            tx.commit()?;
+            Ok(loaded)
+        })
+        .await
+    }
+
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
+        let op = format!("commit round {}/{}", record.session, record.run);
+        self.run(op, move |conn| {
+            // IMMEDIATE takes the write lock up front: a deferred transaction that later needs
+            // to write can fail with SQLITE_BUSY without waiting for busy_timeout.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            apply_round(&tx, &record, now_ms())?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn transcript(
+        &self,
+        session: &str,
+        run: Option<&str>,
+    ) -> StoreResult<Vec<TranscriptEntry>> {
+        let op = match run {
+            Some(run) => format!("read transcript of {session}/{run}"),
+            None => format!("read transcript of {session}"),
+        };
+        let (session, run) = (session.to_string(), run.map(str::to_string));
+        self.run(op, move |conn| {
+            let sql = match run {
+                Some(_) => {
+                    "SELECT run, round, in_tools, message FROM transcript
+                     WHERE session = ?1 AND run = ?2 ORDER BY seq"
+                }
+                None => {
+                    "SELECT run, round, in_tools, message FROM transcript
+                     WHERE session = ?1 ORDER BY seq"
+                }
+            };
+            let mut stmt = conn.prepare_cached(sql)?;
+            let mut rows = match &run {
+                Some(run) => stmt.query(params![session, run])?,
+                None => stmt.query(params![session])?,
+            };
+            let mut entries = Vec::new();
+            while let Some(row) = rows.next()? {
+                entries.push(TranscriptEntry {
+                    run: row.get(0)?,
+                    round: to_u64(row.get(1)?, "transcript round")?,
+                    in_tools: row.get(2)?,
+                    message: from_json(&row.get::<_, String>(3)?, "transcript message")?,
+                });
+            }
+            Ok(entries)
+        })
+        .await
+    }
+
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, Value)>> {
+        let op = format!("read events of {session}");
+        let session = session.to_string();
+        // Sequence numbers are rowids and never exceed i64::MAX, so clamping loses nothing.
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        self.run(op, move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, event FROM events WHERE session = ?1 AND seq > ?2 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query(params![session, after])?;
+            let mut events = Vec::new();
+            while let Some(row) = rows.next()? {
+                let seq = to_u64(row.get(0)?, "event sequence")?;
+                events.push((seq, from_json(&row.get::<_, String>(1)?, "event")?));
+            }
+            Ok(events)
+        })
+        .await
+    }
+
+    async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>> {
+        let op = format!("read pending tasks of {session}");
+        let session = session.to_string();
+        self.run(op, move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM pending WHERE session = ?1 ORDER BY created_ms, rowid",
+            )?;
+            let mut rows = stmt.query(params![session])?;
+            let mut tasks = Vec::new();
+            while let Some(row) = rows.next()? {
+                tasks.push(from_json(&row.get::<_, String>(0)?, "pending task")?);
+            }
+            Ok(tasks)
+        })
+        .await
+    }
+}
+
+/// Why a job on the connection thread failed; the caller adds the operation's name.
+#[derive(Debug)]
+enum JobError {
+    Sql(rusqlite::Error),
+    /// Stored data we cannot read back.
+    Corrupt(String),
+    /// Data we were asked to write but cannot.
+    Rejected(String),
+}
+
+impl From<rusqlite::Error> for JobError {
+    fn from(e: rusqlite::Error) -> Self {
+        JobError::Sql(e)
+    }
+}
+
+impl JobError {
+    fn into_store_error(self, op: &str) -> StoreError {
+        match self {
+            JobError::Sql(e) => StoreError::Backend(format!("{op}: {e}")),
+            JobError::Rejected(why) => StoreError::Backend(format!("{op}: {why}")),
+            JobError::Corrupt(why) => StoreError::Corrupt(format!("{op}: {why}")),
+        }
+    }
+}
+
+/// Create a new store file readable only by its owner: sessions hold prompts and tool output.
+/// SQLite gives the `-wal` and `-shm` files the same mode as the database file.
+#[cfg(unix)]
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn create_private(_path: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_millis(5000))?;
+    // WAL lets readers (another process, the CLI) run while we write; NORMAL is durable in WAL
+    // mode except for the last commits before a power loss.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Bring the schema up to `MIGRATIONS.len()`, all in one transaction.
+fn migrate(conn: &mut Connection) -> Result<(), JobError> {
+    // IMMEDIATE, so two processes opening a new file at once do not both migrate it.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let known = MIGRATIONS.len();
+    let applied = usize::try_from(version)
+        .map_err(|_| JobError::Corrupt(format!("negative schema version {version}")))?;
+    let Some(missing) = MIGRATIONS.get(applied..) else {
+        return Err(JobError::Rejected(format!(
+            "the store has schema version {applied} but this tooldispatch knows only up to \
+             {known}; upgrade tooldispatch"
+        )));
+    };
+    if missing.is_empty() {
+        return Ok(());
+    }
+    for migration in missing {
+        tx.execute_batch(migration)?;
+    }
+    // A handful of migrations always fits; the conversion only satisfies the type.
+    let latest = i64::try_from(known).map_err(|e| JobError::Rejected(e.to_string()))?;
+    tx.pragma_update(None, "user_version", latest)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn load(
+    tx: &Transaction,
+    session: &str,
+    run: &str,
+) -> Result<(SessionSnapshot, RunSnapshot), JobError> {
+    let mut snapshot = SessionSnapshot::default();
+    let stored: Option<(String, String)> = tx
+        .prepare_cached("SELECT marked, todos FROM sessions WHERE id = ?1")?
+        .query_row(params![session], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    if let Some((marked, todos)) = stored {
+        snapshot.marked = from_json(&marked, "marked tools")?;
+        snapshot.todos = from_json(&todos, "todos")?;
+    }
+
+    let mut run_snapshot = RunSnapshot::default();
+    let stored: Option<(i64, i64, bool)> = tx
+        .prepare_cached(
+            "SELECT rounds, write_epoch, turn_allow_all FROM runs WHERE session = ?1 AND run = ?2",
+        )?
+        .query_row(params![session, run], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    if let Some((rounds, write_epoch, turn_allow_all)) = stored {
+        run_snapshot.rounds = to_u64(rounds, "rounds")?;
+        run_snapshot.write_epoch = to_u64(write_epoch, "write epoch")?;
+        run_snapshot.turn_allow_all = turn_allow_all;
+    }
+
+    let mut stmt = tx.prepare_cached(
+        "SELECT key, tool, result, images, validity FROM dedupe
+         WHERE session = ?1 AND run = ?2 ORDER BY rowid",
+    )?;
+    let mut rows = stmt.query(params![session, run])?;
+    while let Some(row) = rows.next()? {
+        run_snapshot.dedupe.push(DedupeEntry {
+            key: row.get(0)?,
+            tool: row.get(1)?,
+            result: row.get(2)?,
+            images: from_json(&row.get::<_, String>(3)?, "dedupe images")?,
+            validity: from_json(&row.get::<_, String>(4)?, "dedupe validity")?,
+        });
+    }
+    Ok((snapshot, run_snapshot))
+}
+
+/// Write everything `record` changed inside `tx`; the caller commits.
+fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<(), JobError> {
+    let session = record.session.as_str();
+    let run = record.run.as_str();
+
+    // The marked set only grows, so merge with what is stored rather than overwrite it.
+    let stored: Option<String> = tx
+        .prepare_cached("SELECT marked FROM sessions WHERE id = ?1")?
+        .query_row(params![session], |row| row.get(0))
+        .optional()?;
+    let mut marked: std::collections::BTreeSet<String> = match stored {
+        Some(text) => from_json(&text, "marked tools")?,
+        None => Default::default(),
+    };
+    marked.extend(record.marked.iter().cloned());
+    let todos = record.todos.as_ref().map(to_json).transpose()?;
+    tx.prepare_cached(
+        "INSERT INTO sessions (id, marked, todos, created_ms, updated_ms)
+         VALUES (?1, ?2, COALESCE(?3, '[]'), ?4, ?4)
+         ON CONFLICT (id) DO UPDATE SET
+             marked = excluded.marked,
+             todos = COALESCE(?3, todos),
+             updated_ms = excluded.updated_ms",
+    )?
+    .execute(params![session, to_json(&marked)?, todos, now_ms])?;
+
+    tx.prepare_cached(
+        "INSERT INTO runs (session, run, rounds, write_epoch, turn_allow_all)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (session, run) DO UPDATE SET
+             rounds = excluded.rounds,
+             write_epoch = excluded.write_epoch,
+             turn_allow_all = excluded.turn_allow_all",
+    )?
+    .execute(params![
+        session,
+        run,
+        to_i64(record.round, "round")?,
+        to_i64(record.write_epoch, "write epoch")?,
+        record.turn_allow_all,
+    ])?;
+
+    // Drops after puts: when a round both stores and invalidates a key, serving a stale result
+    // is worse than running the call again. The memory store does the same.
+    let mut put = tx.prepare_cached(
+        "INSERT INTO dedupe (session, run, key, tool, result, images, validity)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (session, run, key) DO UPDATE SET
+             tool = excluded.tool,
+             result = excluded.result,
+             images = excluded.images,
+             validity = excluded.validity",
+    )?;
+    for entry in &record.dedupe_put {
+        put.execute(params![
+            session,
+            run,
+            entry.key,
+            entry.tool,
+            entry.result,
+            to_json(&entry.images)?,
+            to_json(&entry.validity)?,
+        ])?;
+    }
+    let mut remove =
+        tx.prepare_cached("DELETE FROM dedupe WHERE session = ?1 AND run = ?2 AND key = ?3")?;
+    for key in &record.dedupe_drop {
+        remove.execute(params![session, run, key])?;
+    }
+
+    let mut append = tx.prepare_cached(
+        "INSERT INTO transcript (session, run, round, in_tools, message) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for entry in &record.transcript {
+        append.execute(params![
+            session,
+            entry.run,
+            to_i64(entry.round, "transcript round")?,
+            entry.in_tools,
+            to_json(&entry.message)?,
+        ])?;
+    }
+
+    let mut event = tx.prepare_cached("INSERT INTO events (session, event) VALUES (?1, ?2)")?;
+    for value in &record.events {
+        event.execute(params![session, to_json(value)?])?;
+    }
+
+    if let Some(task) = &record.pending {
+        tx.prepare_cached(
+            "INSERT INTO pending (task_hash, session, record, created_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (task_hash) DO UPDATE SET
+                 session = excluded.session,
+                 record = excluded.record,
+                 created_ms = excluded.created_ms",
+        )?
+        .execute(params![
+            task.task_hash,
+            session,
+            to_json(task)?,
+            to_i64(task.created_at_ms, "pending task creation time")?,
+        ])?;
+    }
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, JobError> {
+    serde_json::to_string(value).map_err(|e| JobError::Rejected(format!("cannot encode JSON: {e}")))
+}
+
+fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, JobError> {
+    serde_json::from_str(text).map_err(|e| JobError::Corrupt(format!("{what}: {e}")))
+}
+
+/// SQLite integers are signed 64-bit; rusqlite (without `fallible_uint`) has no u64 binding.
+fn to_i64(value: u64, what: &str) -> Result<i64, JobError> {
+    i64::try_from(value)
+        .map_err(|_| JobError::Rejected(format!("{what} {value} does not fit a SQLite integer")))
+}
+
+fn to_u64(value: i64, what: &str) -> Result<u64, JobError> {
+    u64::try_from(value).map_err(|_| JobError::Corrupt(format!("negative {what} {value}")))
+}

@@ -1,0 +1,205 @@
+//! What only the SQLite backend promises: durability, atomic commits, schema versioning.
+
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use rusqlite::Connection;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::{MIGRATIONS, SqliteStore};
+use crate::memory::suite_tests::{entry, message, round, task, todo};
+use crate::{
+    PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, TodoStatus,
+    TranscriptEntry, Validity,
+};
+
+type Everything = (
+    SessionSnapshot,
+    RunSnapshot,
+    Vec<TranscriptEntry>,
+    Vec<(u64, Value)>,
+    Vec<PendingTask>,
+);
+
+async fn everything(store: &dyn SessionStore) -> Everything {
+    let (session, run) = store.load("s1", "r1").await.unwrap();
+    (
+        session,
+        run,
+        store.transcript("s1", None).await.unwrap(),
+        store.events("s1", 0).await.unwrap(),
+        store.pending("s1").await.unwrap(),
+    )
+}
+
+/// A round that touches every table.
+fn full_round(number: u64) -> RoundRecord {
+    RoundRecord {
+        write_epoch: number,
+        turn_allow_all: true,
+        marked: vec![format!("tool{number}")],
+        todos: Some(vec![todo(&format!("step {number}"), TodoStatus::Pending)]),
+        dedupe_put: vec![entry(&format!("k{number}"), "result", Validity::Always)],
+        dedupe_drop: vec![format!("k{}", number - 1)],
+        transcript: vec![message("r1", number, &format!("message {number}"))],
+        events: vec![json!({"round": number})],
+        pending: Some(task("s1", "r1", &format!("task{number}"), number)),
+        ..round("s1", "r1", number)
+    }
+}
+
+fn user_version(path: &Path) -> i64 {
+    let conn = Connection::open(path).unwrap();
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn reopened_store_keeps_everything() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("not/yet/there/store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.commit_round(full_round(1)).await.unwrap();
+    store.commit_round(full_round(2)).await.unwrap();
+    let before = everything(&store).await;
+    drop(store);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(everything(&store).await, before);
+
+    // Sequence numbers keep increasing across a reopen.
+    store.commit_round(full_round(3)).await.unwrap();
+    let events = store.events("s1", 0).await.unwrap();
+    assert_eq!(events.len(), 3);
+    assert!(events[2].0 > events[1].0);
+}
+
+#[tokio::test]
+async fn failed_commit_leaves_nothing_behind() {
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+    store.commit_round(full_round(1)).await.unwrap();
+    let before = everything(&store).await;
+
+    // The pending task is written last and breaks `CHECK (task_hash <> '')`, so every
+    // earlier write of the round must be rolled back.
+    let mut broken = full_round(2);
+    broken.pending = Some(task("s1", "r1", "", 2));
+    let Err(StoreError::Backend(reason)) = store.commit_round(broken).await else {
+        panic!("a commit breaking a CHECK constraint must fail");
+    };
+    assert!(
+        reason.starts_with("commit round s1/r1: ") && reason.contains("CHECK constraint failed"),
+        "{reason}"
+    );
+    assert_eq!(everything(&store).await, before);
+
+    // The connection is not left inside the failed transaction.
+    store.commit_round(full_round(2)).await.unwrap();
+    assert_eq!(store.load("s1", "r1").await.unwrap().1.rounds, 2);
+}
+
+#[tokio::test]
+async fn failed_first_commit_creates_no_session() {
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+
+    // SQLite integers are signed: a u64 above i64::MAX is refused midway through the round.
+    let mut broken = full_round(1);
+    broken.pending = Some(task("s1", "r1", "task1", u64::MAX));
+    let Err(StoreError::Backend(reason)) = store.commit_round(broken).await else {
+        panic!("a creation time beyond i64::MAX must fail");
+    };
+    assert_eq!(
+        reason,
+        format!(
+            "commit round s1/r1: pending task creation time {} does not fit a SQLite integer",
+            u64::MAX
+        )
+    );
+    assert_eq!(
+        everything(&store).await,
+        Default::default(),
+        "nothing of the round may remain"
+    );
+}
+
+#[tokio::test]
+async fn user_version_counts_migrations() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(
+        user_version(&path),
+        i64::try_from(MIGRATIONS.len()).unwrap()
+    );
+
+    // Reopening an up-to-date file applies nothing twice.
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(
+        user_version(&path),
+        i64::try_from(MIGRATIONS.len()).unwrap()
+    );
+    let conn = Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test]
+async fn newer_schema_asks_to_upgrade() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    let newer = i64::try_from(MIGRATIONS.len()).unwrap() + 1;
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", newer)
+        .unwrap();
+
+    let Err(StoreError::Backend(reason)) = SqliteStore::open(&path) else {
+        panic!("a schema newer than ours must not open");
+    };
+    assert_eq!(
+        reason,
+        format!(
+            "open {}: the store has schema version {newer} but this tooldispatch knows only up \
+             to {}; upgrade tooldispatch",
+            path.display(),
+            MIGRATIONS.len()
+        )
+    );
+    assert_eq!(user_version(&path), newer, "the file is left as it was");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn new_store_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.commit_round(full_round(1)).await.unwrap();
+    for file in ["store.db", "store.db-wal"] {
+        let mode = std::fs::metadata(dir.path().join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}");
+    }
+}
+
+#[tokio::test]
+async fn open_by_url_picks_sqlite() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    let store = crate::open(&format!("sqlite:{}", path.display())).unwrap();
+    store.commit_round(full_round(1)).await.unwrap();
+    drop(store);
+    assert!(path.exists());
+    assert!(matches!(
+        crate::open("sqlite:"),
+        Err(StoreError::BadUrl { .. })
+    ));
+}

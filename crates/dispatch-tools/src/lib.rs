@@ -1,0 +1,108 @@
+//! The built-in tools of tooldispatch, one module per family and one file per tool. Each tool is
+//! a documented arguments struct (its JSON Schema derived from it, so the schema the model sees
+//! and the code that parses it cannot drift) plus one `Tool` impl.
+
+use dispatch_engine::{Registry, RegistryError, register_system_tools};
+use schemars::JsonSchema;
+use serde_json::Value;
+
+pub mod math;
+pub mod planning;
+
+/// The seed's 21 concurrent-tagged tools (seed §3); every other built-in runs serially.
+pub const SEED_CONCURRENT: [&str; 21] = [
+    "read_files",
+    "find_files",
+    "find_tools",
+    "file_history",
+    "chat_history",
+    "error_history",
+    "write_error",
+    "fetch_page",
+    "search_web",
+    "http_request",
+    "public_api_list",
+    "download_file",
+    "test_tool",
+    "calculate",
+    "subagents",
+    "background_subagents",
+    "list_chatbot",
+    "send_to_chatbot",
+    "reasoning_guide",
+    "html_template",
+    "write_todo",
+];
+
+/// A registry with the system tools and every built-in tool.
+pub fn builtin_registry() -> Result<Registry, RegistryError> {
+    let mut registry = Registry::empty();
+    register_system_tools(&mut registry)?;
+    registry.register(std::sync::Arc::new(planning::ReasoningGuide::new()))?;
+    registry.register(std::sync::Arc::new(planning::WriteTodo::new()))?;
+    registry.register(std::sync::Arc::new(math::Calculate::new()))?;
+    Ok(registry)
+}
+
+/// The JSON Schema of an arguments struct, inlined (no `$ref`), without the meta keys models
+/// do not need.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft07()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    schema
+}
+
+/// Parse validated arguments into the tool's struct; a mismatch is the tool's bug, told plainly.
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: Value,
+) -> Result<T, dispatch_engine::ToolError> {
+    serde_json::from_value(args).map_err(|e| {
+        dispatch_engine::ToolError::failed(format!(
+            "arguments for {tool} do not fit its schema: {e}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_set_is_exactly_the_seeds() {
+        let registry = builtin_registry().unwrap();
+        for tool in registry.iter() {
+            let spec = tool.spec();
+            if spec.name == "run_tool" {
+                continue; // never dispatched
+            }
+            assert_eq!(
+                spec.is_concurrent(),
+                SEED_CONCURRENT.contains(&spec.name.as_str()),
+                "{} has the wrong concurrency",
+                spec.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_builtin_schema_is_inline_and_an_object() {
+        let registry = builtin_registry().unwrap();
+        for tool in registry.iter() {
+            let schema = &tool.spec().parameters;
+            assert_eq!(schema["type"], "object", "{}", tool.name());
+            let text = schema.to_string();
+            assert!(
+                !text.contains("$ref") && !text.contains("$schema"),
+                "{}: {text}",
+                tool.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Arithmetic.
+
+mod calculate;
+pub mod evaluate;
+
+pub use calculate::Calculate;
