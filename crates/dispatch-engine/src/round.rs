@@ -588,9 +588,13 @@ pub(crate) fn go_duration(d: Duration) -> String {
     let s = if frac == 0 {
         format!("{}s", secs % 60)
     } else {
-        format!("{}.{}s", secs % 60, format!("{frac:03}").trim_end_matches('0'))
-            .trim_end_matches('0')
-            .to_string()
+        format!(
+            "{}.{}s",
+            secs % 60,
+            format!("{frac:03}").trim_end_matches('0')
+        )
+        .trim_end_matches('0')
+        .to_string()
     };
     match (secs / 3600, (secs % 3600) / 60) {
         (0, 0) => s,

@@ -1,0 +1,2 @@
+//! Integration tests of the engine, one binary (see CONVENTIONS: linking stays fast).
+mod suite;

@@ -1,0 +1,2 @@
+mod smoke;
+pub mod support;

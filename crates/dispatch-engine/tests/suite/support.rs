@@ -1,0 +1,382 @@
+//! Test tools and fixtures: real engine, real store, tools whose behaviour a test chooses.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dispatch_engine::{
+    ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Effect, Engine, EngineConfig, Event,
+    Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec, register_system_tools,
+};
+use dispatch_store::SessionStore;
+use serde_json::{Value, json};
+
+/// What a test tool does when called.
+#[derive(Clone)]
+pub enum Behaviour {
+    /// Returns `echo:<canonical args>`.
+    Echo,
+    /// Returns this text.
+    Text(String),
+    /// Sleeps, then echoes.
+    Sleep(Duration),
+    Fail(String),
+    Credential(Option<String>),
+    Fatal(String),
+    Panic(String),
+    /// Emits `ticks` progress lines `every` apart, then returns "done".
+    Progress {
+        ticks: usize,
+        every: Duration,
+    },
+    /// Reads the `path` argument (resolved against the workdir) and reports it.
+    ReadPath,
+    /// Appends `x` to the `path` file and reports it as touched.
+    WritePath,
+    /// Mutates without reporting paths (like run_command).
+    MutateUnknown,
+    /// Returns this many 1x1 PNG images.
+    Images(usize),
+    /// Blocks the thread without yielding (ignores cancellation).
+    BlockThread(Duration),
+}
+
+pub const PNG_DATA_URL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+pub struct TestTool {
+    spec: ToolSpec,
+    behaviour: Behaviour,
+    pub calls: Arc<AtomicUsize>,
+}
+
+impl TestTool {
+    pub fn new(spec: ToolSpec, behaviour: Behaviour) -> Self {
+        TestTool {
+            spec,
+            behaviour,
+            calls: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+/// A permissive schema: an object with optional `path` and `x`.
+pub fn loose_schema() -> Value {
+    json!({"type": "object", "properties": {"path": {"type": "string"}, "x": {}}})
+}
+
+/// A spec for a concurrent, read-only, pure tool with a loose schema.
+pub fn spec(name: &str) -> ToolSpec {
+    ToolSpec::new(name, format!("test tool {name}"), loose_schema())
+        .read_only()
+        .concurrent()
+        .effect(Effect::Pure)
+}
+
+#[async_trait]
+impl Tool for TestTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let path = || {
+            cx.workdir.join(
+                args.get("path")
+                    .and_then(Value::as_str)
+                    .unwrap_or("missing"),
+            )
+        };
+        match &self.behaviour {
+            Behaviour::Echo => Ok(ToolOutput::text(format!("echo:{args}"))),
+            Behaviour::Text(t) => Ok(ToolOutput::text(t.clone())),
+            Behaviour::Sleep(d) => {
+                tokio::time::sleep(*d).await;
+                Ok(ToolOutput::text(format!("echo:{args}")))
+            }
+            Behaviour::Fail(m) => Err(ToolError::failed(m.clone())),
+            Behaviour::Credential(k) => Err(ToolError::Credential {
+                key: k.clone(),
+                message: "the API rejected the key".into(),
+            }),
+            Behaviour::Fatal(m) => Err(ToolError::Fatal(m.clone())),
+            Behaviour::Panic(m) => panic!("{}", m),
+            Behaviour::Progress { ticks, every } => {
+                for i in 0..*ticks {
+                    tokio::time::sleep(*every).await;
+                    cx.progress.emit(format!("tick {i}\n"));
+                }
+                Ok(ToolOutput::text("done"))
+            }
+            Behaviour::ReadPath => {
+                let p = path();
+                let text =
+                    std::fs::read_to_string(&p).map_err(|e| ToolError::failed(e.to_string()))?;
+                Ok(ToolOutput::text(text).with_paths(vec![p]))
+            }
+            Behaviour::WritePath => {
+                let p = path();
+                let mut text = std::fs::read_to_string(&p).unwrap_or_default();
+                text.push('x');
+                std::fs::write(&p, text).map_err(|e| ToolError::failed(e.to_string()))?;
+                Ok(ToolOutput::text("wrote").with_paths(vec![p]))
+            }
+            Behaviour::MutateUnknown => Ok(ToolOutput::text("mutated")),
+            Behaviour::Images(n) => {
+                Ok(ToolOutput::text("").with_images(vec![PNG_DATA_URL.to_string(); *n]))
+            }
+            Behaviour::BlockThread(d) => {
+                std::thread::sleep(*d);
+                Ok(ToolOutput::text("blocked"))
+            }
+        }
+    }
+}
+
+/// A confirmer that answers every request the same way and records what it was asked.
+pub struct Scripted {
+    pub reply: ConfirmReply,
+    pub asked: std::sync::Mutex<Vec<ConfirmRequest>>,
+    /// Never answers (for the timeout).
+    pub hang: bool,
+    pub interactive: bool,
+}
+
+impl Scripted {
+    pub fn approve() -> Arc<Self> {
+        Arc::new(Scripted::with(ConfirmReply {
+            approve: true,
+            ..ConfirmReply::default()
+        }))
+    }
+    pub fn decline(reason: Option<&str>) -> Arc<Self> {
+        Arc::new(Scripted::with(ConfirmReply {
+            approve: false,
+            reason: reason.map(str::to_string),
+            ..ConfirmReply::default()
+        }))
+    }
+    pub fn with(reply: ConfirmReply) -> Self {
+        Scripted {
+            reply,
+            asked: Default::default(),
+            hang: false,
+            interactive: false,
+        }
+    }
+    pub fn asked(&self) -> Vec<String> {
+        self.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.tool_name.clone())
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Confirmer for Scripted {
+    async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply {
+        self.asked.lock().unwrap().push(request.clone());
+        if self.hang {
+            std::future::pending::<()>().await;
+        }
+        self.reply.clone()
+    }
+    fn interactive(&self) -> bool {
+        self.interactive
+    }
+}
+
+/// An engine over a temp work directory and a memory store.
+pub struct Fixture {
+    pub engine: Engine,
+    pub store: Arc<dyn SessionStore>,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct FixtureBuilder {
+    tools: Vec<Arc<dyn Tool>>,
+    confirmer: Arc<dyn Confirmer>,
+    rules: Option<String>,
+    max_concurrent: usize,
+    store: Option<Arc<dyn SessionStore>>,
+    dir: Option<tempfile::TempDir>,
+    tweak: Option<Box<dyn FnOnce(&mut EngineConfig)>>,
+}
+
+pub fn fixture() -> FixtureBuilder {
+    FixtureBuilder {
+        tools: Vec::new(),
+        confirmer: Arc::new(Headless),
+        rules: None,
+        max_concurrent: 3,
+        store: None,
+        dir: None,
+        tweak: None,
+    }
+}
+
+impl FixtureBuilder {
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+    pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+    pub fn confirmer(mut self, confirmer: Arc<dyn Confirmer>) -> Self {
+        self.confirmer = confirmer;
+        self
+    }
+    pub fn approve_all(self) -> Self {
+        self.confirmer(Arc::new(ApproveAll))
+    }
+    pub fn rules(mut self, text: &str) -> Self {
+        self.rules = Some(text.to_string());
+        self
+    }
+    pub fn max_concurrent(mut self, n: usize) -> Self {
+        self.max_concurrent = n;
+        self
+    }
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+    pub fn dir(mut self, dir: tempfile::TempDir) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+    pub fn config(mut self, tweak: impl FnOnce(&mut EngineConfig) + 'static) -> Self {
+        self.tweak = Some(Box::new(tweak));
+        self
+    }
+    pub fn build(self) -> Fixture {
+        let dir = self.dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
+        if let Some(rules) = &self.rules {
+            std::fs::create_dir_all(dir.path().join(".tooldispatch")).unwrap();
+            std::fs::write(dir.path().join(".tooldispatch/rules"), rules).unwrap();
+        }
+        let mut registry = Registry::empty();
+        register_system_tools(&mut registry).unwrap();
+        for tool in self.tools {
+            registry.register(tool).unwrap();
+        }
+        let store = self
+            .store
+            .unwrap_or_else(|| dispatch_store::open("memory:").unwrap());
+        let mut config = EngineConfig::new(dir.path());
+        config.max_concurrent = self.max_concurrent;
+        config.data_dir = Some(dir.path().join(".data"));
+        if let Some(tweak) = self.tweak {
+            tweak(&mut config);
+        }
+        let engine = Engine::new(registry, store.clone(), self.confirmer, config).unwrap();
+        Fixture { engine, store, dir }
+    }
+}
+
+/// A call: (id, name, arguments JSON text).
+pub fn call(id: &str, name: &str, args: &str) -> RawCall {
+    RawCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+/// `run_tool(name, args)` as a call.
+pub fn wrapped(id: &str, name: &str, args: Value) -> RawCall {
+    call(
+        id,
+        "run_tool",
+        &json!({"name": name, "args": args}).to_string(),
+    )
+}
+
+impl Fixture {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// One round for the claude-code provider (every tool directly callable, so tests can call
+    /// tools by name); tools start unmarked there, so use `mark` first or `round_marked`.
+    pub async fn round(
+        &self,
+        session: &str,
+        run: &str,
+        provider: Provider,
+        calls: Vec<RawCall>,
+    ) -> RoundOutcome {
+        self.engine
+            .round(RoundRequest::new(session, run, provider, calls))
+            .await
+            .unwrap()
+    }
+
+    pub async fn request(&self, req: RoundRequest) -> RoundOutcome {
+        self.engine.round(req).await.unwrap()
+    }
+
+    /// Mark every registered tool in `session` (as if find_tools had fetched them all).
+    pub async fn mark_all(&self, session: &str) {
+        let names: Vec<String> = self
+            .engine
+            .registry()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        let query = format!("select:{}", names.join(","));
+        let out = self
+            .round(
+                session,
+                "mark",
+                Provider::OpenAi,
+                vec![call(
+                    "mark",
+                    "find_tools",
+                    &json!({"query": query}).to_string(),
+                )],
+            )
+            .await;
+        assert_eq!(
+            out.results[0].status,
+            dispatch_engine::Status::Ok,
+            "{}",
+            out.results[0].content
+        );
+    }
+
+    /// A round through run_tool for the OpenAI provider, after marking everything.
+    pub async fn run(&self, session: &str, run: &str, calls: Vec<RawCall>) -> RoundOutcome {
+        self.round(session, run, Provider::OpenAi, calls).await
+    }
+}
+
+/// The event type names in order, for one tool id (or all when `id` is None).
+pub fn event_types(events: &[Event], id: Option<&str>) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| id.is_none_or(|id| v["tool_id"] == id))
+        .map(|v| v["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Events as JSON values.
+pub fn events_json(events: &[Event]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect()
+}
