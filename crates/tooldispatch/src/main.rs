@@ -1,1 +1,155 @@
-fn main() {}
+//! `tooldispatch`: the CLI over the engine, the built-in tools and the stores (DESIGN §5).
+
+mod bench;
+mod commands;
+mod setup;
+mod terminal;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use dispatch_engine::Provider;
+
+#[derive(Parser)]
+#[command(name = "tooldispatch", version, about = "Tool dispatch for LLM agents: check, run and commit one model reply's tool calls")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Dispatch one model reply read from stdin; print the tool-result messages (or the report).
+    Round(RoundArgs),
+    /// Print the request's tools array and the turn context for a session.
+    Tools(ToolsArgs),
+    /// Dispatch a JSONL file of model replies (one per line; {"new_run": true} starts a new run).
+    Replay(ReplayArgs),
+    /// Measure the engine: per-call overhead, or the concurrency bound with sleeping calls.
+    Bench(bench::BenchArgs),
+}
+
+/// Options every dispatching command shares.
+#[derive(Args, Clone)]
+struct Common {
+    /// The model API the reply comes from: openai, anthropic or claude-code.
+    #[arg(long, default_value = "openai", value_parser = parse_provider)]
+    provider: Provider,
+    /// The work directory tools are confined to (default: the current directory).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// Store URL: sqlite:PATH (default under $XDG_DATA_HOME/tooldispatch/) or memory:.
+    #[arg(long, env = "TOOLDISPATCH_STORE")]
+    store: Option<String>,
+    /// Who approves calls that need confirmation: none (decline, the default), all, or ask (terminal).
+    #[arg(long, value_enum, default_value_t = Approve::None)]
+    approve: Approve,
+    /// At most this many concurrent calls at once (default: max(3, cores/2)).
+    #[arg(long, env = "TOOLDISPATCH_MAX_CONCURRENT_TOOLS")]
+    max_concurrent: Option<usize>,
+    /// A JSON file with the client tools the caller runs itself: [{"name", "description", "parameters"}].
+    #[arg(long)]
+    client_tools: Option<PathBuf>,
+    /// Tool names not available in this session (a trailing * matches a prefix).
+    #[arg(long = "exclude", value_delimiter = ',')]
+    exclude: Vec<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Approve {
+    None,
+    All,
+    Ask,
+}
+
+#[derive(Args)]
+struct RoundArgs {
+    #[arg(long)]
+    session: String,
+    /// The run (one user turn); dedupe and "allow for this turn" live here.
+    #[arg(long, default_value = "default")]
+    run: String,
+    /// Print the round report instead of the result messages.
+    #[arg(long)]
+    report: bool,
+    /// Read the reply from this file instead of stdin.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct ToolsArgs {
+    #[arg(long)]
+    session: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// A JSONL file: one model reply per line.
+    file: PathBuf,
+    #[arg(long, default_value = "replay")]
+    session: String,
+    /// Print round reports instead of result messages.
+    #[arg(long)]
+    report: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn parse_provider(s: &str) -> Result<Provider, String> {
+    s.parse::<Provider>().map_err(|e| e.to_string())
+}
+
+/// A failure the CLI reports in one line, with its exit code.
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input: exit code 2.
+    pub fn input(message: impl Into<String>) -> Self {
+        CliError {
+            code: 2,
+            message: message.into(),
+        }
+    }
+    /// Anything else that stopped the command: exit code 1.
+    pub fn failed(message: impl Into<String>) -> Self {
+        CliError {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tooldispatch: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Round(args) => commands::round(args).await,
+            Command::Tools(args) => commands::tools(args).await,
+            Command::Replay(args) => commands::replay(args).await,
+            Command::Bench(args) => bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tooldispatch: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -380,3 +380,66 @@ pub fn events_json(events: &[Event]) -> Vec<Value> {
         .map(|e| serde_json::to_value(e).unwrap())
         .collect()
 }
+
+// ---- Helpers for the scheduler, gate and commit tests ----
+
+/// A serial, read-only, pure tool spec with the loose schema.
+pub fn serial_spec(name: &str) -> ToolSpec {
+    ToolSpec::new(name, format!("test tool {name}"), loose_schema())
+        .read_only()
+        .effect(Effect::Pure)
+}
+
+/// `(type, tool_id)` of every event in emission order; `""` for events without a tool id.
+pub fn event_seq(events: &[Event]) -> Vec<(String, String)> {
+    events_json(events)
+        .iter()
+        .map(|v| {
+            (
+                v["type"].as_str().unwrap().to_string(),
+                v["tool_id"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The most calls in flight at once, counted from ToolCallStart / ToolCallEnd in emission order.
+pub fn max_in_flight(events: &[Event]) -> usize {
+    let (mut now, mut max) = (0usize, 0usize);
+    for (kind, _) in event_seq(events) {
+        match kind.as_str() {
+            "ToolCallStart" => {
+                now += 1;
+                max = max.max(now);
+            }
+            "ToolCallEnd" => now -= 1,
+            _ => {}
+        }
+    }
+    max
+}
+
+/// `at_ms` of the first event of this type for this tool id.
+pub fn event_at(events: &[Event], kind: &str, id: &str) -> f64 {
+    events_json(events)
+        .iter()
+        .find(|v| v["type"] == kind && v["tool_id"] == id)
+        .unwrap_or_else(|| panic!("no {kind} event for {id}"))["at_ms"]
+        .as_f64()
+        .unwrap()
+}
+
+/// The `next:` line that ends an executed failure that is not about a credential.
+pub fn write_error_hint(tool: &str) -> String {
+    format!(
+        "next: once a different fix works, call write_error(tool_name=\"{tool}\", keywords=[...], symptom=..., action=..., outcome=\"resolved\") so the next run finds it"
+    )
+}
+
+/// `(tool_call_id, status, content)` of every result, in order.
+pub fn result_rows(out: &RoundOutcome) -> Vec<(String, dispatch_engine::Status, String)> {
+    out.results
+        .iter()
+        .map(|r| (r.tool_call_id.clone(), r.status, r.content.clone()))
+        .collect()
+}

@@ -1,0 +1,196 @@
+//! `tooldispatch bench`: the engine's own cost per call (no-op tools) and the concurrency bound
+//! (sleeping tools). Bench-only tools are registered here and nowhere else.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use clap::{Args, ValueEnum};
+use dispatch_engine::{
+    Effect, Engine, EngineConfig, Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec, default_max_concurrent, register_system_tools,
+};
+use serde_json::{Value, json};
+
+use crate::CliError;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// overhead (no-op calls) or sleep (calls that sleep --sleep-ms).
+    kind: BenchKind,
+    /// Calls per round; several sizes separated by commas.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    n: Vec<usize>,
+    /// Rounds measured per size (default: 300 for overhead, 3 for sleep).
+    #[arg(long)]
+    reps: Option<usize>,
+    #[arg(long, default_value_t = 100)]
+    sleep_ms: u64,
+    /// The concurrency bound (default: max(3, cores/2)).
+    #[arg(long, env = "TOOLDISPATCH_MAX_CONCURRENT_TOOLS")]
+    max_concurrent: Option<usize>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum BenchKind {
+    Overhead,
+    Sleep,
+}
+
+/// A concurrent, read-only tool that returns at once or after a sleep.
+struct BenchTool {
+    spec: ToolSpec,
+    sleep: Option<Duration>,
+}
+
+#[async_trait]
+impl Tool for BenchTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        if let Some(d) = self.sleep {
+            tokio::time::sleep(d).await;
+        }
+        Ok(ToolOutput::text(format!("ok {}", args["i"])))
+    }
+}
+
+pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+    let max = args.max_concurrent.unwrap_or_else(default_max_concurrent).max(1);
+    let (name, sleep) = match args.kind {
+        BenchKind::Overhead => ("bench_noop", None),
+        BenchKind::Sleep => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
+    };
+    let mut registry = Registry::empty();
+    register_system_tools(&mut registry).map_err(|e| CliError::failed(e.to_string()))?;
+    let schema = json!({
+        "type": "object",
+        "properties": {"i": {"type": "integer", "minimum": 0}, "note": {"type": "string"}},
+        "required": ["i"],
+        "additionalProperties": false
+    });
+    let spec = ToolSpec::new(name, "bench tool", schema)
+        .read_only()
+        .concurrent()
+        .effect(Effect::Observes);
+    registry
+        .register(Arc::new(BenchTool { spec, sleep }))
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let dir = std::env::temp_dir();
+    let mut config = EngineConfig::new(&dir);
+    config.max_concurrent = max;
+    let store = dispatch_store::open("memory:").map_err(|e| CliError::failed(e.to_string()))?;
+    let engine = Engine::new(registry, store, Arc::new(Headless), config).map_err(|e| CliError::failed(e.to_string()))?;
+    let mark = RoundRequest::new(
+        "bench",
+        "mark",
+        Provider::OpenAi,
+        vec![RawCall {
+            id: "m".into(),
+            name: "find_tools".into(),
+            arguments: json!({"query": format!("select:{name}")}).to_string(),
+        }],
+    );
+    engine.round(mark).await.map_err(|e| CliError::failed(e.to_string()))?;
+
+    let reps = args.reps.unwrap_or(if sleep.is_some() { 3 } else { 300 }).max(1);
+    for &n in &args.n {
+        let n = n.max(1);
+        let mut round_us = Vec::with_capacity(reps);
+        let mut max_inflight = 0;
+        let mut in_order = true;
+        // Warm-up rounds are not measured.
+        let warmup = if sleep.is_some() { 0 } else { reps / 10 };
+        for rep in 0..reps + warmup {
+            let reply = openai_reply(name, n);
+            let started = Instant::now();
+            let calls = Provider::OpenAi
+                .format()
+                .parse_reply(&reply)
+                .map_err(|e| CliError::failed(e.to_string()))?;
+            let request = RoundRequest::new("bench", format!("n{n}-r{rep}"), Provider::OpenAi, calls);
+            let outcome = engine.round(request).await.map_err(|e| CliError::failed(e.to_string()))?;
+            let rendered = outcome.render(Provider::OpenAi);
+            let elapsed = started.elapsed();
+            std::hint::black_box(rendered);
+            if rep < warmup {
+                continue;
+            }
+            round_us.push(elapsed.as_secs_f64() * 1e6);
+            max_inflight = max_inflight.max(inflight(&outcome));
+            in_order &= in_call_order(&outcome, n);
+        }
+        let median = median(&mut round_us);
+        let mut line = json!({
+            "bench": if sleep.is_some() { "sleep" } else { "overhead" },
+            "n": n,
+            "reps": reps,
+            "max_concurrent": max,
+            "round_us_median": round2(median),
+            "per_call_us_median": round2(median / n as f64),
+            "wall_ms_median": round2(median / 1000.0),
+            "max_inflight": max_inflight,
+            "results_in_call_order": in_order,
+        });
+        if let Some(d) = sleep {
+            let expected = (n.div_ceil(max) as f64) * d.as_secs_f64() * 1000.0;
+            line["expected_ms"] = json!(round2(expected));
+            line["over_expected_pct"] = json!(round2((median / 1000.0 - expected) / expected * 100.0));
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn openai_reply(name: &str, n: usize) -> String {
+    let calls: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({
+                "id": format!("call_{i}"),
+                "type": "function",
+                "function": {"name": "run_tool", "arguments": json!({"name": name, "args": {"i": i, "note": "bench"}}).to_string()}
+            })
+        })
+        .collect();
+    json!({"role": "assistant", "content": null, "tool_calls": calls}).to_string()
+}
+
+/// The most calls running at once, from ToolCallStart / ToolCallEnd events.
+fn inflight(outcome: &RoundOutcome) -> usize {
+    let mut edges: Vec<(f64, i32)> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match serde_json::to_value(e).ok()?.get("type")?.as_str()? {
+            "ToolCallStart" => Some((e.at_ms, 1)),
+            "ToolCallEnd" => Some((e.at_ms, -1)),
+            _ => None,
+        })
+        .collect();
+    // Ends before starts at the same instant, so touching intervals do not count as overlap.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, delta) in edges {
+        now += delta;
+        max = max.max(now);
+    }
+    usize::try_from(max).unwrap_or(0)
+}
+
+fn in_call_order(outcome: &RoundOutcome, n: usize) -> bool {
+    outcome.results.len() == n
+        && outcome
+            .results
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.tool_call_id == format!("call_{i}") && r.content == format!("[{}] ok {i}", r.name))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}

@@ -1,0 +1,97 @@
+//! `round`, `tools` and `replay`.
+
+use std::io::Read;
+
+use dispatch_engine::{Engine, EngineError, Provider, RoundOutcome, RoundRequest};
+use serde_json::{Value, json};
+
+use crate::setup::{self, client_tools};
+use crate::{CliError, Common, ReplayArgs, RoundArgs, ToolsArgs};
+
+pub async fn round(args: RoundArgs) -> Result<(), CliError> {
+    let input = match &args.input {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| CliError::input(format!("cannot read --input {}: {e}", path.display())))?,
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| CliError::input(format!("cannot read the reply from stdin: {e}")))?;
+            text
+        }
+    };
+    let engine = setup::engine(&args.common, None)?;
+    let outcome = dispatch(&engine, &args.common, &args.session, &args.run, &input).await?;
+    print_outcome(&outcome, args.common.provider, args.report);
+    Ok(())
+}
+
+pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
+    let engine = setup::engine(&args.common, None)?;
+    let clients = client_tools(&args.common)?;
+    let (tools, turn_context) = engine
+        .tools(&args.session, args.common.provider, &clients, &args.common.exclude)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    println!("{}", json!({"tools": tools, "turn_context": turn_context}));
+    Ok(())
+}
+
+pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| CliError::input(format!("cannot read {}: {e}", args.file.display())))?;
+    // A replay is reproducible by default: it keeps its state in memory unless --store says otherwise.
+    let engine = setup::engine(&args.common, Some("memory:"))?;
+    let mut run = 1;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if serde_json::from_str::<Value>(line).is_ok_and(|v| v.get("new_run") == Some(&Value::Bool(true))) {
+            run += 1;
+            continue;
+        }
+        let outcome = dispatch(&engine, &args.common, &args.session, &format!("run-{run}"), line)
+            .await
+            .map_err(|e| CliError {
+                code: e.code,
+                message: format!("{}:{}: {}", args.file.display(), n + 1, e.message),
+            })?;
+        print_outcome(&outcome, args.common.provider, args.report);
+    }
+    Ok(())
+}
+
+async fn dispatch(engine: &Engine, common: &Common, session: &str, run: &str, input: &str) -> Result<RoundOutcome, CliError> {
+    let calls = common
+        .provider
+        .format()
+        .parse_reply(input)
+        .map_err(|e| CliError::input(format!("cannot read the {} reply: {e}", common.provider)))?;
+    let mut request = RoundRequest::new(session, run, common.provider, calls);
+    request.client_tools = client_tools(common)?;
+    request.exclude = common.exclude.clone();
+    let outcome = engine.round(request).await.map_err(|e| match e {
+        EngineError::Cancelled => CliError::failed("the round was cancelled"),
+        other => CliError::failed(other.to_string()),
+    })?;
+    if let Some(pending) = &outcome.pending {
+        eprintln!(
+            "tooldispatch: the run is paused for ask_user (task {}); its answer becomes the result of call {}",
+            pending.task_hash, pending.tool_call_id
+        );
+    }
+    if let Some(fatal) = &outcome.fatal {
+        eprintln!("tooldispatch: {fatal}; the results are committed, but the run should stop");
+    }
+    Ok(outcome)
+}
+
+fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {
+    if report {
+        println!("{}", outcome.report());
+    } else {
+        println!("{}", Value::Array(outcome.render(provider)));
+    }
+}

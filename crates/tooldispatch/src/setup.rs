@@ -1,0 +1,73 @@
+//! Turning CLI options into an engine: store, data directory, registry, confirmer, rules.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
+
+use crate::terminal::TerminalConfirmer;
+use crate::{Approve, CliError, Common};
+
+/// `$XDG_DATA_HOME/tooldispatch`, else `~/.local/share/tooldispatch`.
+pub fn data_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("tooldispatch")
+}
+
+/// The store URL to use: the option, else the default SQLite file.
+pub fn store_url(option: Option<&str>) -> String {
+    match option {
+        Some(url) => url.to_string(),
+        None => format!("sqlite:{}", data_dir().join("store.db").display()),
+    }
+}
+
+pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
+    let Some(path) = &common.client_tools else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::input(format!("cannot read --client-tools {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::input(format!(
+            "--client-tools {} is not a JSON array of {{\"name\", \"description\", \"parameters\"}}: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Build the engine for a command. `default_store` applies when `--store` is absent.
+pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
+    let workdir = match &common.workdir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?,
+    };
+    let workdir = workdir.canonicalize().map_err(|e| {
+        CliError::input(format!("--workdir {} is not a usable directory: {e}", workdir.display()))
+    })?;
+    let url = store_url(common.store.as_deref().or(default_store));
+    let store = dispatch_store::open(&url).map_err(|e| CliError::failed(e.to_string()))?;
+    let confirmer: Arc<dyn Confirmer> = match common.approve {
+        Approve::None => Arc::new(Headless),
+        Approve::All => Arc::new(ApproveAll),
+        Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
+    };
+    let registry = dispatch_tools::builtin_registry().map_err(|e| CliError::failed(e.to_string()))?;
+    let mut config = EngineConfig::new(workdir);
+    config.data_dir = Some(data_dir());
+    if let Some(n) = common.max_concurrent {
+        if n == 0 {
+            return Err(CliError::input("--max-concurrent must be at least 1"));
+        }
+        config.max_concurrent = n;
+    }
+    let engine = Engine::new(registry, store, confirmer, config).map_err(|e| CliError::failed(e.to_string()))?;
+    for lint in engine.rule_lints() {
+        eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
+    }
+    Ok(engine)
+}

@@ -1,0 +1,104 @@
+//! `--approve ask`: confirmations answered at the terminal. The reply comes on stdin, so the
+//! questions go through /dev/tty.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use dispatch_engine::{ConfirmReply, ConfirmRequest, Confirmer};
+
+pub struct TerminalConfirmer {
+    tty: Arc<Mutex<File>>,
+}
+
+impl TerminalConfirmer {
+    pub fn open() -> Result<Self, String> {
+        let tty = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .map_err(|e| format!("--approve ask needs a terminal to ask on (/dev/tty: {e}); use --approve all or none"))?;
+        Ok(TerminalConfirmer {
+            tty: Arc::new(Mutex::new(tty)),
+        })
+    }
+}
+
+/// Longest argument text shown in a prompt.
+const SHOWN_ARGS: usize = 600;
+
+#[async_trait]
+impl Confirmer for TerminalConfirmer {
+    async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply {
+        let tty = self.tty.clone();
+        let request = request.clone();
+        tokio::task::spawn_blocking(move || ask(&tty, &request))
+            .await
+            .unwrap_or_default()
+    }
+
+    fn interactive(&self) -> bool {
+        true
+    }
+}
+
+fn ask(tty: &Mutex<File>, request: &ConfirmRequest) -> ConfirmReply {
+    let Ok(mut tty) = tty.lock() else {
+        return ConfirmReply::default();
+    };
+    let mut args: String = request.tool_args.chars().take(SHOWN_ARGS).collect();
+    if request.tool_args.chars().count() > SHOWN_ARGS {
+        args.push('…');
+    }
+    let prompt = format!(
+        "\n{} wants to run: {}\n  arguments: {args}\n  [y] yes  [n] no (n <reason> tells the model why)  [t] yes, and allow everything this turn  [r] yes, and remember `{}`\n> ",
+        request.tool_name, request.why, request.remember_rule
+    );
+    if tty.write_all(prompt.as_bytes()).and_then(|_| tty.flush()).is_err() {
+        return ConfirmReply::default();
+    }
+    let mut line = String::new();
+    let Ok(reader) = tty.try_clone() else {
+        return ConfirmReply::default();
+    };
+    if BufReader::new(reader).read_line(&mut line).is_err() {
+        return ConfirmReply::default();
+    }
+    parse_answer(&line)
+}
+
+/// `y`, `n [reason]`, `t`, `r`; anything else declines.
+fn parse_answer(line: &str) -> ConfirmReply {
+    let line = line.trim();
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let yes = ConfirmReply {
+        approve: true,
+        ..ConfirmReply::default()
+    };
+    match word.to_lowercase().as_str() {
+        "y" | "yes" => yes,
+        "t" => ConfirmReply { allow_turn: true, ..yes },
+        "r" => ConfirmReply { remember: true, ..yes },
+        _ => ConfirmReply {
+            approve: false,
+            reason: Some(rest.trim().to_string()).filter(|r| !r.is_empty()),
+            ..ConfirmReply::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_parse_to_replies() {
+        assert!(parse_answer("y\n").approve);
+        assert!(parse_answer("t").allow_turn);
+        assert!(parse_answer("r").remember);
+        let no = parse_answer("n  not that file ");
+        assert_eq!((no.approve, no.reason.as_deref()), (false, Some("not that file")));
+        assert!(!parse_answer("").approve);
+    }
+}
