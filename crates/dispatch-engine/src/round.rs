@@ -563,10 +563,10 @@ fn assistant_message(calls: &[RawCall]) -> Value {
     json!({"role": "assistant", "tool_calls": calls})
 }
 
-fn serialise_events(events: &[Event]) -> Vec<Value> {
+fn serialise_events(events: &[Event]) -> Vec<String> {
     events
         .iter()
-        .filter_map(|e| serde_json::to_value(e).ok())
+        .filter_map(|e| serde_json::to_string(e).ok())
         .collect()
 }
 

@@ -134,8 +134,8 @@ pub struct RoundRecord {
     /// Dedupe keys removed.
     pub dedupe_drop: Vec<String>,
     pub transcript: Vec<TranscriptEntry>,
-    /// The round's events, already serialised.
-    pub events: Vec<Value>,
+    /// The round's events, each serialised as JSON text (cheaper to build than a `Value`).
+    pub events: Vec<String>,
     pub pending: Option<PendingTask>,
 }
 
@@ -152,8 +152,8 @@ pub trait SessionStore: Send + Sync {
         session: &str,
         run: Option<&str>,
     ) -> StoreResult<Vec<TranscriptEntry>>;
-    /// Serialised events of the session with a sequence number above `after`, oldest first.
-    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, Value)>>;
+    /// The session's events (JSON text) with a sequence number above `after`, oldest first.
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, String)>>;
     /// Pending tasks of the session, oldest first.
     async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>>;
 }

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use serde_json::Value;
 
 use crate::{
     DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
@@ -35,7 +34,7 @@ struct SessionState {
     runs: HashMap<String, RunState>,
     transcript: Vec<TranscriptEntry>,
     /// Sorted by sequence number, so `events(after)` can binary-search.
-    events: Vec<(u64, Value)>,
+    events: Vec<(u64, String)>,
     pending: Vec<PendingTask>,
 }
 
@@ -180,7 +179,7 @@ impl SessionStore for MemoryStore {
             .collect())
     }
 
-    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, Value)>> {
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, String)>> {
         let state = self.state()?;
         let Some(stored) = state.sessions.get(session) else {
             return Ok(Vec::new());

@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::{
@@ -228,7 +227,7 @@ impl SessionStore for SqliteStore {
         .await
     }
 
-    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, Value)>> {
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, String)>> {
         let op = format!("read events of {session}");
         let session = session.to_string();
         // Sequence numbers are rowids and never exceed i64::MAX, so clamping loses nothing.
@@ -241,7 +240,7 @@ impl SessionStore for SqliteStore {
             let mut events = Vec::new();
             while let Some(row) = rows.next()? {
                 let seq = to_u64(row.get(0)?, "event sequence")?;
-                events.push((seq, from_json(&row.get::<_, String>(1)?, "event")?));
+                events.push((seq, row.get::<_, String>(1)?));
             }
             Ok(events)
         })
@@ -482,8 +481,8 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
     }
 
     let mut event = tx.prepare_cached("INSERT INTO events (session, event) VALUES (?1, ?2)")?;
-    for value in &record.events {
-        event.execute(params![session, to_json(value)?])?;
+    for text in &record.events {
+        event.execute(params![session, text])?;
     }
 
     if let Some(task) = &record.pending {

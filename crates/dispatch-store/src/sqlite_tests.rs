@@ -4,7 +4,7 @@ use std::path::Path;
 
 use pretty_assertions::assert_eq;
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde_json::json;
 use tempfile::TempDir;
 
 use super::{MIGRATIONS, SqliteStore};
@@ -18,7 +18,7 @@ type Everything = (
     SessionSnapshot,
     RunSnapshot,
     Vec<TranscriptEntry>,
-    Vec<(u64, Value)>,
+    Vec<(u64, String)>,
     Vec<PendingTask>,
 );
 
@@ -43,7 +43,7 @@ fn full_round(number: u64) -> RoundRecord {
         dedupe_put: vec![entry(&format!("k{number}"), "result", Validity::Always)],
         dedupe_drop: vec![format!("k{}", number - 1)],
         transcript: vec![message("r1", number, &format!("message {number}"))],
-        events: vec![json!({"round": number})],
+        events: vec![json!({"round": number}).to_string()],
         pending: Some(task("s1", "r1", &format!("task{number}"), number)),
         ..round("s1", "r1", number)
     }

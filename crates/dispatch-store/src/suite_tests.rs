@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 use tempfile::TempDir;
 
 use crate::memory::MemoryStore;
@@ -264,31 +264,31 @@ async fn transcript_keeps_commit_order_and_narrows_by_run(store: &dyn SessionSto
 async fn events_get_increasing_sequence_numbers(store: &dyn SessionStore) {
     let mut first = round("s1", "r1", 1);
     first.events = vec![
-        json!({"type": "round_started"}),
-        json!({"type": "tool_call"}),
+        json!({"type": "round_started"}).to_string(),
+        json!({"type": "tool_call"}).to_string(),
     ];
     store.commit_round(first).await.unwrap();
     let mut elsewhere = round("s2", "r1", 1);
-    elsewhere.events = vec![json!({"type": "elsewhere"})];
+    elsewhere.events = vec![json!({"type": "elsewhere"}).to_string()];
     store.commit_round(elsewhere).await.unwrap();
     let mut second = round("s1", "r1", 2);
     second.events = vec![
-        json!({"type": "tool_result"}),
-        json!({"type": "round_finished"}),
-        json!({"type": "run_finished"}),
+        json!({"type": "tool_result"}).to_string(),
+        json!({"type": "round_finished"}).to_string(),
+        json!({"type": "run_finished"}).to_string(),
     ];
     store.commit_round(second).await.unwrap();
 
     let events = store.events("s1", 0).await.unwrap();
-    let values: Vec<Value> = events.iter().map(|(_, event)| event.clone()).collect();
+    let values: Vec<String> = events.iter().map(|(_, event)| event.clone()).collect();
     assert_eq!(
         values,
         vec![
-            json!({"type": "round_started"}),
-            json!({"type": "tool_call"}),
-            json!({"type": "tool_result"}),
-            json!({"type": "round_finished"}),
-            json!({"type": "run_finished"}),
+            json!({"type": "round_started"}).to_string(),
+            json!({"type": "tool_call"}).to_string(),
+            json!({"type": "tool_result"}).to_string(),
+            json!({"type": "round_finished"}).to_string(),
+            json!({"type": "run_finished"}).to_string(),
         ]
     );
     let seqs: Vec<u64> = events.iter().map(|(seq, _)| *seq).collect();
@@ -307,7 +307,7 @@ async fn events_get_increasing_sequence_numbers(store: &dyn SessionStore) {
     assert_eq!(store.events("s1", u64::MAX).await.unwrap(), vec![]);
     let elsewhere = store.events("s2", 0).await.unwrap();
     assert_eq!(elsewhere.len(), 1);
-    assert_eq!(elsewhere[0].1, json!({"type": "elsewhere"}));
+    assert_eq!(elsewhere[0].1, json!({"type": "elsewhere"}).to_string());
 }
 
 async fn pending_tasks_come_oldest_first(store: &dyn SessionStore) {
@@ -351,7 +351,7 @@ async fn concurrent_commits_on_distinct_runs_all_land(store: Arc<dyn SessionStor
                 record.marked = vec![format!("tool{i}")];
                 record.dedupe_put = vec![entry(&format!("k{i}"), &run, Validity::Always)];
                 record.transcript = vec![message(&run, 1, &run)];
-                record.events = vec![json!({"run": run})];
+                record.events = vec![json!({"run": run}).to_string()];
                 store.commit_round(record).await
             })
         })

@@ -1,2 +1,3 @@
 mod smoke;
 pub mod support;
+mod scheduler_tests;
