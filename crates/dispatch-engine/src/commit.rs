@@ -22,8 +22,10 @@ impl RoundCx<'_> {
         // Index of each slot's result, for calls that share an earlier call's result.
         let mut result_of: Vec<Option<usize>> = vec![None; slots.len()];
         let mut images_all: Vec<String> = Vec::new();
+        let mut put_keys: Vec<String> = Vec::new();
         for (i, slot) in slots.iter_mut().enumerate() {
             let state = std::mem::replace(&mut slot.state, SlotState::Parked);
+            let mut failed_dedupe = false;
             let (status, content, images, in_tools, times) = match state {
                 SlotState::Parked | SlotState::Ready { .. } => continue,
                 SlotState::Client => (Status::Client, String::new(), Vec::new(), false, None),
@@ -31,7 +33,15 @@ impl RoundCx<'_> {
                     status,
                     text,
                     images,
-                } => (status, text, images, status != Status::Deduped, None),
+                } => (status, text, images, true, None),
+                SlotState::Deduped {
+                    text,
+                    images,
+                    is_error,
+                } => {
+                    failed_dedupe = is_error;
+                    (Status::Deduped, text, images, false, None)
+                }
                 SlotState::SameAs(first) => {
                     let Some(r) = result_of.get(first).copied().flatten().map(|j| &results[j])
                     else {
@@ -42,6 +52,7 @@ impl RoundCx<'_> {
                         .strip_prefix(&format!("[{}] ", r.name))
                         .unwrap_or(&r.content)
                         .to_string();
+                    failed_dedupe = r.is_error;
                     (Status::Deduped, text, r.images.clone(), false, None)
                 }
                 SlotState::Executed(exec) => {
@@ -64,10 +75,10 @@ impl RoundCx<'_> {
                             images: images_ref,
                             validity: self
                                 .validity_of(slot, exec.outcome.as_ref().ok().map(|o| &o.paths)),
+                            is_error: status.is_error(),
                         };
-                        self.dedupe.insert(key.clone(), entry.clone());
-                        self.record.dedupe_put.retain(|e| &e.key != key);
-                        self.record.dedupe_put.push(entry);
+                        self.dedupe.insert(key.clone(), entry);
+                        put_keys.push(key.clone());
                     }
                     if exec.outcome.is_ok() {
                         self.elide_arguments(i, slot, calls);
@@ -103,6 +114,7 @@ impl RoundCx<'_> {
                 tool_call_id: slot.id.to_string(),
                 name: slot.name.to_string(),
                 status,
+                is_error: status.is_error() || failed_dedupe,
                 content,
                 images,
                 started_ms: times.map(|t| t.0),
@@ -117,6 +129,18 @@ impl RoundCx<'_> {
                 message: json!({"role": "user", "images": images_all}),
             });
         }
+        // The round's copy of the map ends here, so its new entries move into the record.
+        // Entries put and then dropped within this round are only dropped.
+        let puts: Vec<DedupeEntry> = put_keys
+            .iter()
+            .filter_map(|k| self.dedupe.remove(k))
+            .collect();
+        // A key dropped earlier in the round and put again later is only put.
+        let put_now: HashSet<&str> = puts.iter().map(|e| e.key.as_str()).collect();
+        self.record
+            .dedupe_drop
+            .retain(|k| !put_now.contains(k.as_str()));
+        self.record.dedupe_put = puts;
         self.record.write_epoch = self.run.write_epoch;
         results
     }
@@ -240,7 +264,6 @@ impl RoundCx<'_> {
             .collect();
         for key in stale {
             self.dedupe.remove(&key);
-            self.record.dedupe_put.retain(|e| e.key != key);
             self.record.dedupe_drop.push(key);
         }
     }

@@ -25,10 +25,10 @@ const DECLINED_TAIL: &str = "Retrying it, or reissuing it with different argumen
 struct Pass1 {
     /// Names whose schema this round already returned.
     schema_shown: HashSet<String>,
-    /// Dedupe key → index of the first ready call with it.
-    ready_keys: HashMap<String, usize>,
-    /// A ready call before this one may change the world, so remembered results can be stale.
-    mutation_ahead: bool,
+    /// Dedupe key → the first ready call with it and the mutating calls ready before it.
+    ready_keys: HashMap<String, (usize, usize)>,
+    /// Ready calls so far that may change the world: remembered results may be stale after one.
+    mutations_ahead: usize,
 }
 
 impl RoundCx<'_> {
@@ -38,11 +38,12 @@ impl RoundCx<'_> {
         for (index, call) in calls.iter().enumerate() {
             let slot = self.check(call, &mut pass).await;
             if let SlotState::Ready { tool, .. } = &slot.state {
-                if tool.spec().effect == Effect::Mutates {
-                    pass.mutation_ahead = true;
-                }
                 if let Some(key) = &slot.key {
-                    pass.ready_keys.entry(key.clone()).or_insert(index);
+                    pass.ready_keys
+                        .insert(key.clone(), (index, pass.mutations_ahead));
+                }
+                if tool.spec().effect == Effect::Mutates {
+                    pass.mutations_ahead += 1;
                 }
             }
             slots.push(slot);
@@ -117,7 +118,13 @@ impl RoundCx<'_> {
 
         // 3. Dedupe.
         let key = dedupe_key(&name, parsed.as_ref(), &args_raw);
-        if let Some(&first) = pass.ready_keys.get(&key) {
+        // The same call earlier in this round shares its result, unless a call that may change
+        // the world runs between the two.
+        let same_as = pass
+            .ready_keys
+            .get(&key)
+            .filter(|(_, mutations)| *mutations == pass.mutations_ahead);
+        if let Some(&(first, _)) = same_as {
             return Slot {
                 id,
                 name: name_arc,
@@ -129,19 +136,19 @@ impl RoundCx<'_> {
         if let Some(entry) = self
             .dedupe
             .get(&key)
-            .filter(|e| self.still_valid(e, pass.mutation_ahead))
+            .filter(|e| self.still_valid(e, pass.mutations_ahead > 0))
         {
-            let (text, images) = (entry.result.clone(), entry.images.clone());
+            let state = SlotState::Deduped {
+                text: entry.result.clone(),
+                images: entry.images.clone(),
+                is_error: entry.is_error,
+            };
             return Slot {
                 id,
                 name: name_arc,
                 args_raw: args_arc,
                 key: Some(key),
-                state: SlotState::Settled {
-                    status: Status::Deduped,
-                    text,
-                    images,
-                },
+                state,
             };
         }
 
@@ -264,7 +271,7 @@ impl RoundCx<'_> {
         parsed: Option<Value>,
         raw: &str,
     ) -> Result<(String, String, Option<Value>), (Status, String)> {
-        let outer = if raw.is_empty() {
+        let mut outer = if raw.is_empty() {
             Value::Object(Default::default())
         } else {
             match parsed {
@@ -296,16 +303,20 @@ impl RoundCx<'_> {
             if let Some(hint) = removed_tool_hint(&inner) {
                 reason.push_str(&format!(" ({hint})"));
             }
+            let suggestions = self.engine.registry.did_you_mean(&inner, &self.exclude);
+            if !suggestions.is_empty() {
+                reason.push_str(&format!(". Did you mean: {}?", suggestions.join(", ")));
+            }
             return Err((Status::NotFound, reason));
         }
-        let args = match outer.get("args") {
+        let args = match outer.get_mut("args").map(Value::take) {
             None | Some(Value::Null) => Value::Object(Default::default()),
             // Some models send the inner arguments as a JSON string.
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
                 Ok(v @ Value::Object(_)) => v,
-                _ => Value::String(s.clone()),
+                _ => Value::String(s),
             },
-            Some(v) => v.clone(),
+            Some(v) => v,
         };
         let raw = serde_json::to_string(&args).unwrap_or_default();
         Ok((inner, raw, Some(args)))

@@ -78,6 +78,8 @@ pub enum EngineError {
 /// The dispatcher: a registry, a store, a confirmer and the gate policy.
 pub struct Engine {
     pub(crate) registry: Arc<Registry>,
+    pub(crate) workdir: Arc<std::path::Path>,
+    pub(crate) data_dir: Option<Arc<std::path::Path>>,
     pub(crate) store: Arc<dyn SessionStore>,
     pub(crate) confirmer: Arc<dyn Confirmer>,
     pub(crate) policy: Mutex<GatePolicy>,
@@ -126,6 +128,8 @@ pub struct SlotResult {
     pub tool_call_id: String,
     pub name: String,
     pub status: Status,
+    /// The model should read the content as a failure (a deduplicated failure is one too).
+    pub is_error: bool,
     pub content: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
@@ -157,7 +161,7 @@ impl RoundOutcome {
                 tool_call_id: &r.tool_call_id,
                 name: &r.name,
                 content: &r.content,
-                is_error: r.status.is_error(),
+                is_error: r.is_error,
                 images: &r.images,
             })
             .collect()
@@ -194,6 +198,12 @@ pub(crate) enum SlotState {
         text: String,
         images: Vec<String>,
     },
+    /// The same call already has a result in this run.
+    Deduped {
+        text: String,
+        images: Vec<String>,
+        is_error: bool,
+    },
     /// Same key as an earlier ready call of this round: shares its result.
     SameAs(usize),
     /// Ran in pass 2.
@@ -221,6 +231,8 @@ pub(crate) struct Failure {
 pub(crate) struct RoundCx<'e> {
     pub engine: &'e Engine,
     pub req: RoundRequest,
+    pub session_id: Arc<str>,
+    pub run_id: Arc<str>,
     pub log: Arc<EventLog>,
     pub exclude: Arc<Exclude>,
     pub session: SessionSnapshot,
@@ -272,6 +284,8 @@ impl Engine {
         };
         Ok(Engine {
             registry: Arc::new(registry),
+            workdir: Arc::from(config.workdir.as_path()),
+            data_dir: config.data_dir.as_deref().map(Arc::from),
             store,
             confirmer,
             policy: Mutex::new(policy),
@@ -342,6 +356,8 @@ impl Engine {
         let exclude = Arc::new(Exclude::new(req.exclude.iter().cloned()));
         let mut cx = RoundCx {
             engine: self,
+            session_id: Arc::from(req.session.as_str()),
+            run_id: Arc::from(req.run.as_str()),
             req,
             log,
             exclude,
@@ -361,7 +377,9 @@ impl Engine {
             message: assistant_message(&calls),
         });
 
-        let mut slots = if let Some(slots) = cx.client_handoff(&calls) {
+        let handed_off = cx.client_handoff(&calls);
+        let handoff = handed_off.is_some();
+        let mut slots = if let Some(slots) = handed_off {
             slots
         } else {
             let mut slots = cx.preflight(&calls).await;
@@ -376,6 +394,10 @@ impl Engine {
             slots
         };
         let results = cx.commit(&calls, &mut slots);
+        if handoff {
+            // The caller runs the client tools; this run's part of the turn ends here.
+            cx.emit(EventKind::Done);
+        }
         cx.finish(results).await
     }
 }
@@ -440,7 +462,6 @@ impl RoundCx<'_> {
         self.emit(EventKind::ClientToolCall {
             client_tool_calls: handed,
         });
-        self.emit(EventKind::Done);
         Some(slots)
     }
 
@@ -566,7 +587,12 @@ fn assistant_message(calls: &[RawCall]) -> Value {
 fn serialise_events(events: &[Event]) -> Vec<String> {
     events
         .iter()
-        .filter_map(|e| serde_json::to_string(e).ok())
+        .filter_map(|e| {
+            // Most events fit; growing a string from empty costs several reallocations.
+            let mut buf = Vec::with_capacity(256);
+            serde_json::to_writer(&mut buf, e).ok()?;
+            String::from_utf8(buf).ok()
+        })
         .collect()
 }
 

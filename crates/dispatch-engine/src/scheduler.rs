@@ -1,13 +1,16 @@
-//! Pass 2 (DESIGN §3.12): a serial call is a barrier; consecutive concurrent calls run as a batch
-//! under the `MAX_CONCURRENT_TOOLS` bound. Every call runs in its own task, so a panic, a
-//! timeout or a failure ends that call alone; siblings are never cancelled.
+//! Pass 2 (DESIGN §3.12): a serial call is a barrier; consecutive concurrent calls run as a batch,
+//! at most `MAX_CONCURRENT_TOOLS` at once, each on its own task. A panic, a timeout or a failure
+//! ends that call alone; siblings are never cancelled.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -26,17 +29,20 @@ struct Job {
     cx: ToolContext,
     log: Arc<EventLog>,
     round_cancel: CancellationToken,
-    bound: Option<Arc<Semaphore>>,
 }
 
 impl RoundCx<'_> {
     pub(crate) async fn execute(&mut self, slots: &mut [Slot]) {
-        let bound = Arc::new(Semaphore::new(self.engine.config.max_concurrent.max(1)));
+        let max = self.engine.config.max_concurrent.max(1);
         let mut batch: Vec<Job> = Vec::new();
+        let cancel = self.req.cancel.clone();
         for index in 0..slots.len() {
-            let SlotState::Ready { .. } = slots[index].state else {
+            if cancel.is_cancelled() {
+                return;
+            }
+            if !matches!(slots[index].state, SlotState::Ready { .. }) {
                 continue;
-            };
+            }
             let SlotState::Ready { tool, args } =
                 std::mem::replace(&mut slots[index].state, SlotState::Parked)
             else {
@@ -44,13 +50,7 @@ impl RoundCx<'_> {
             };
             let spec = tool.spec();
             let (fire_and_forget, concurrent) = (spec.fire_and_forget, spec.is_concurrent());
-            let job = self.job(
-                index,
-                &slots[index],
-                tool,
-                args,
-                concurrent.then(|| bound.clone()),
-            );
+            let job = self.job(index, &slots[index], tool, args);
             if fire_and_forget {
                 // Started, not awaited: its events arrive whenever it runs.
                 tokio::spawn(run_job(job));
@@ -63,42 +63,37 @@ impl RoundCx<'_> {
             } else if concurrent {
                 batch.push(job);
             } else {
-                run_batch(std::mem::take(&mut batch), slots).await;
+                // A barrier: everything before it has ended, nothing after it has started.
+                run_batch(std::mem::take(&mut batch), max, &cancel, slots).await;
+                if cancel.is_cancelled() {
+                    return;
+                }
                 let (i, execution) = run_job(job).await;
                 slots[i].state = SlotState::Executed(execution);
             }
-            if self.req.cancel.is_cancelled() {
-                return;
-            }
         }
-        run_batch(batch, slots).await;
+        run_batch(batch, max, &cancel, slots).await;
     }
 
-    fn job(
-        &self,
-        index: usize,
-        slot: &Slot,
-        tool: Arc<dyn Tool>,
-        args: Value,
-        bound: Option<Arc<Semaphore>>,
-    ) -> Job {
+    fn job(&self, index: usize, slot: &Slot, tool: Arc<dyn Tool>, args: Value) -> Job {
         let engine = self.engine;
         let cx = ToolContext {
-            session_id: Arc::from(self.req.session.as_str()),
-            run_id: Arc::from(self.req.run.as_str()),
+            session_id: self.session_id.clone(),
+            run_id: self.run_id.clone(),
             call_id: slot.id.clone(),
-            workdir: Arc::from(engine.config.workdir.as_path()),
-            data_dir: engine.config.data_dir.as_deref().map(Arc::from),
+            workdir: engine.workdir.clone(),
+            data_dir: engine.data_dir.clone(),
             registry: engine.registry.clone(),
             exclude: Arc::<Exclude>::clone(&self.exclude),
             progress: Progress {
                 log: self.log.clone(),
                 tool_id: slot.id.clone(),
                 tool_name: slot.name.clone(),
-                last_activity: Arc::new(AtomicU64::new(0)),
-                partial: Arc::default(),
+                state: Arc::default(),
             },
-            cancel: self.req.cancel.child_token(),
+            // Not a child of the round's token: registering 64 children under one lock costs
+            // more than the scheduler watching the round's token on the call's behalf.
+            cancel: CancellationToken::new(),
         };
         Job {
             index,
@@ -108,28 +103,29 @@ impl RoundCx<'_> {
             cx,
             log: self.log.clone(),
             round_cancel: self.req.cancel.clone(),
-            bound,
         }
     }
 }
 
-async fn run_batch(batch: Vec<Job>, slots: &mut [Slot]) {
-    if batch.is_empty() {
-        return;
-    }
-    let mut set = JoinSet::new();
-    for job in batch {
-        set.spawn(run_job(job));
-    }
-    while let Some(joined) = set.join_next().await {
-        // run_job itself never panics: tool panics are caught one level down.
-        if let Ok((i, execution)) = joined {
-            slots[i].state = SlotState::Executed(execution);
+/// Run consecutive concurrent calls, at most `max` at once, starting them in call order.
+async fn run_batch(batch: Vec<Job>, max: usize, cancel: &CancellationToken, slots: &mut [Slot]) {
+    let mut waiting = batch.into_iter();
+    let mut running = JoinSet::new();
+    loop {
+        while running.len() < max && !cancel.is_cancelled() {
+            let Some(job) = waiting.next() else { break };
+            running.spawn(run_job(job));
+        }
+        match running.join_next().await {
+            // run_job never panics: a tool's panic is caught around each poll.
+            Some(Ok((i, execution))) => slots[i].state = SlotState::Executed(execution),
+            Some(Err(_)) => {}
+            None => return,
         }
     }
 }
 
-/// Run one call under its bound, timeouts and the round's cancellation, with its events.
+/// Run one call under its timeouts and the round's cancellation, with its events.
 async fn run_job(job: Job) -> (usize, Execution) {
     let Job {
         index,
@@ -139,12 +135,7 @@ async fn run_job(job: Job) -> (usize, Execution) {
         cx,
         log,
         round_cancel,
-        bound,
     } = job;
-    let _permit = match &bound {
-        Some(sem) => sem.clone().acquire_owned().await.ok(),
-        None => None,
-    };
     let spec = tool.spec();
     let (id, name) = (cx.call_id.clone(), cx.progress.tool_name.clone());
     log.emit(EventKind::ToolCall {
@@ -157,47 +148,46 @@ async fn run_job(job: Job) -> (usize, Execution) {
         tool_name: name.clone(),
     });
     let started_ms = log.now_ms();
-    let last_activity = cx.progress.last_activity.clone();
-    last_activity.store(log.elapsed_nanos(), Ordering::Relaxed);
-    let partial = cx.progress.partial.clone();
+    let progress = cx.progress.state.clone();
+    progress
+        .last_activity
+        .store(log.elapsed_nanos(), Ordering::Relaxed);
     let call_cancel = cx.cancel.clone();
 
-    let task_tool = tool.clone();
-    let mut handle = tokio::spawn(async move { task_tool.call(cx, args).await });
+    // The call runs inside this task: dropping its future is how a timeout or a cancelled round
+    // stops it, and a panic is caught at each poll. A tool must therefore not block its thread.
+    let mut call = CatchUnwind(tool.call(cx, args));
     let hard_deadline = Instant::now() + spec.timeout;
     let outcome = loop {
         let idle_deadline = spec.idle_timeout.map(|idle| {
-            log.start() + Duration::from_nanos(last_activity.load(Ordering::Relaxed)) + idle
+            log.start()
+                + Duration::from_nanos(progress.last_activity.load(Ordering::Relaxed))
+                + idle
         });
         let deadline = idle_deadline.map_or(hard_deadline, |d| d.min(hard_deadline));
         tokio::select! {
-            joined = &mut handle => break match joined {
+            biased;
+            result = &mut call => break match result {
                 Ok(Ok(output)) => Ok(output),
                 Ok(Err(error)) => Err(failure_of(error)),
-                Err(e) if e.is_panic() => Err(Failure {
+                Err(payload) => Err(Failure {
                     status: Status::Failed,
-                    message: format!("tool {} panicked: {}", spec.name, panic_text(e.into_panic())),
+                    message: format!("tool {} panicked: {}", spec.name, panic_text(payload)),
                     credential: None,
                     fatal: false,
                 }),
-                Err(_) => Err(stopped(&spec.name, "was aborted")),
             },
             _ = round_cancel.cancelled() => {
                 call_cancel.cancel();
-                handle.abort();
                 break Err(stopped(&spec.name, "was cancelled with its round"));
             }
             _ = tokio::time::sleep_until(deadline) => {
                 let now = Instant::now();
-                let idle_expired = idle_deadline.is_some_and(|d| now >= d)
-                    && idle_deadline.is_some_and(|_| {
-                        // Progress may have arrived while we slept.
-                        let last = log.start() + Duration::from_nanos(last_activity.load(Ordering::Relaxed));
-                        spec.idle_timeout.is_some_and(|idle| now >= last + idle)
-                    });
+                // Progress may have arrived while we slept: recompute the idle deadline.
+                let last = log.start() + Duration::from_nanos(progress.last_activity.load(Ordering::Relaxed));
+                let idle_expired = spec.idle_timeout.is_some_and(|idle| now >= last + idle);
                 if now >= hard_deadline || idle_expired {
                     call_cancel.cancel();
-                    handle.abort();
                     let mut message = if now >= hard_deadline {
                         format!("tool \"{}\" timed out after {}", spec.name, go_duration(spec.timeout))
                     } else {
@@ -207,7 +197,7 @@ async fn run_job(job: Job) -> (usize, Execution) {
                             go_duration(spec.idle_timeout.unwrap_or_default())
                         )
                     };
-                    let partial = partial.lock().map(|p| p.clone()).unwrap_or_default();
+                    let partial = progress.partial.lock().map(|p| p.clone()).unwrap_or_default();
                     if !partial.is_empty() {
                         message.push_str("\npartial output before the timeout:\n");
                         message.push_str(&partial);
@@ -217,6 +207,7 @@ async fn run_job(job: Job) -> (usize, Execution) {
             }
         }
     };
+    drop(call);
     let ended_ms = log.now_ms();
     if let Ok(output) = &outcome {
         if !output.text.is_empty() {
@@ -244,6 +235,22 @@ async fn run_job(job: Job) -> (usize, Execution) {
             ended_ms,
         },
     )
+}
+
+/// Polls a future and turns a panic during any poll into an `Err` with the panic payload.
+struct CatchUnwind<F>(F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(payload)),
+        }
+    }
 }
 
 fn failure_of(error: ToolError) -> Failure {

@@ -121,10 +121,16 @@ pub struct Progress {
     pub(crate) log: Arc<EventLog>,
     pub(crate) tool_id: Arc<str>,
     pub(crate) tool_name: Arc<str>,
+    pub(crate) state: Arc<ProgressState>,
+}
+
+/// What the scheduler reads back from a call's progress.
+#[derive(Default)]
+pub(crate) struct ProgressState {
     /// Nanoseconds since the round started at the last sign of life.
-    pub(crate) last_activity: Arc<AtomicU64>,
+    pub(crate) last_activity: AtomicU64,
     /// Progress text so far, returned with a timeout (capped).
-    pub(crate) partial: Arc<std::sync::Mutex<String>>,
+    pub(crate) partial: std::sync::Mutex<String>,
 }
 
 /// Partial output kept for a timed-out call.
@@ -133,9 +139,10 @@ const PARTIAL_CAP: usize = 8 * 1024;
 impl Progress {
     pub fn emit(&self, text: impl Into<String>) {
         let text = text.into();
-        self.last_activity
+        self.state
+            .last_activity
             .store(self.log.elapsed_nanos(), Ordering::Relaxed);
-        if let Ok(mut partial) = self.partial.lock() {
+        if let Ok(mut partial) = self.state.partial.lock() {
             partial.push_str(&text);
             if partial.len() > PARTIAL_CAP {
                 let cut = partial.len() - PARTIAL_CAP;

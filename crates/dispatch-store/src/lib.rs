@@ -68,6 +68,9 @@ pub struct DedupeEntry {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
     pub validity: Validity,
+    /// The remembered result is a failure (the model should read it as one again).
+    #[serde(default)]
+    pub is_error: bool,
 }
 
 /// Session-wide state a round needs.

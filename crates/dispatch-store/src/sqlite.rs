@@ -56,6 +56,7 @@ const MIGRATIONS: &[&str] = &[
         result   TEXT NOT NULL,
         images   TEXT NOT NULL,     -- JSON array
         validity TEXT NOT NULL,     -- JSON Validity
+        is_error INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (session, run, key),
         FOREIGN KEY (session, run) REFERENCES runs (session, run) ON DELETE CASCADE
     ) STRICT;
@@ -381,7 +382,7 @@ fn load(
     }
 
     let mut stmt = tx.prepare_cached(
-        "SELECT key, tool, result, images, validity FROM dedupe
+        "SELECT key, tool, result, images, validity, is_error FROM dedupe
          WHERE session = ?1 AND run = ?2 ORDER BY rowid",
     )?;
     let mut rows = stmt.query(params![session, run])?;
@@ -392,6 +393,7 @@ fn load(
             result: row.get(2)?,
             images: from_json(&row.get::<_, String>(3)?, "dedupe images")?,
             validity: from_json(&row.get::<_, String>(4)?, "dedupe validity")?,
+            is_error: row.get(5)?,
         });
     }
     Ok((snapshot, run_snapshot))
@@ -442,13 +444,14 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
     // Drops after puts: when a round both stores and invalidates a key, serving a stale result
     // is worse than running the call again. The memory store does the same.
     let mut put = tx.prepare_cached(
-        "INSERT INTO dedupe (session, run, key, tool, result, images, validity)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO dedupe (session, run, key, tool, result, images, validity, is_error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (session, run, key) DO UPDATE SET
              tool = excluded.tool,
              result = excluded.result,
              images = excluded.images,
-             validity = excluded.validity",
+             validity = excluded.validity,
+             is_error = excluded.is_error",
     )?;
     for entry in &record.dedupe_put {
         put.execute(params![
@@ -459,6 +462,7 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
             entry.result,
             to_json(&entry.images)?,
             to_json(&entry.validity)?,
+            entry.is_error,
         ])?;
     }
     let mut remove =

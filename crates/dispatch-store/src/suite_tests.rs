@@ -53,6 +53,7 @@ pub(crate) fn entry(key: &str, result: &str, validity: Validity) -> DedupeEntry 
         result: result.to_string(),
         images: Vec::new(),
         validity,
+        is_error: false,
     }
 }
 
@@ -180,7 +181,10 @@ async fn run_state_and_dedupe_follow_each_round(store: &dyn SessionStore) {
         images: vec!["data:image/png;base64,AAAA".to_string()],
         ..entry("k1", "one, again", Validity::Epoch { epoch: 2 })
     };
-    let k3 = entry("k3", "three", Validity::Epoch { epoch: 2 });
+    let k3 = DedupeEntry {
+        is_error: true,
+        ..entry("k3", "three", Validity::Epoch { epoch: 2 })
+    };
     let mut second = round("s1", "r1", 2);
     second.write_epoch = 2;
     second.dedupe_put = vec![k3.clone(), k1_again.clone()];

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use clap::{Args, ValueEnum};
 use dispatch_engine::{
-    Effect, Engine, EngineConfig, Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec, default_max_concurrent, register_system_tools,
+    Effect, Engine, EngineConfig, Headless, Provider, RawCall, Registry, RoundOutcome,
+    RoundRequest, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, default_max_concurrent,
+    register_system_tools,
 };
 use serde_json::{Value, json};
 
@@ -57,7 +58,10 @@ impl Tool for BenchTool {
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
-    let max = args.max_concurrent.unwrap_or_else(default_max_concurrent).max(1);
+    let max = args
+        .max_concurrent
+        .unwrap_or_else(default_max_concurrent)
+        .max(1);
     let (name, sleep) = match args.kind {
         BenchKind::Overhead => ("bench_noop", None),
         BenchKind::Sleep => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
@@ -81,7 +85,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     let mut config = EngineConfig::new(&dir);
     config.max_concurrent = max;
     let store = dispatch_store::open("memory:").map_err(|e| CliError::failed(e.to_string()))?;
-    let engine = Engine::new(registry, store, Arc::new(Headless), config).map_err(|e| CliError::failed(e.to_string()))?;
+    let engine = Engine::new(registry, store, Arc::new(Headless), config)
+        .map_err(|e| CliError::failed(e.to_string()))?;
     let mark = RoundRequest::new(
         "bench",
         "mark",
@@ -92,31 +97,48 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
             arguments: json!({"query": format!("select:{name}")}).to_string(),
         }],
     );
-    engine.round(mark).await.map_err(|e| CliError::failed(e.to_string()))?;
+    engine
+        .round(mark)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
 
-    let reps = args.reps.unwrap_or(if sleep.is_some() { 3 } else { 300 }).max(1);
+    let reps = args
+        .reps
+        .unwrap_or(if sleep.is_some() { 3 } else { 300 })
+        .max(1);
     for &n in &args.n {
         let n = n.max(1);
         let mut round_us = Vec::with_capacity(reps);
+        let mut wire_us = Vec::with_capacity(reps);
         let mut max_inflight = 0;
         let mut in_order = true;
         // Warm-up rounds are not measured.
         let warmup = if sleep.is_some() { 0 } else { reps / 10 };
         for rep in 0..reps + warmup {
             let reply = openai_reply(name, n);
-            let started = Instant::now();
+            let parse_started = Instant::now();
             let calls = Provider::OpenAi
                 .format()
                 .parse_reply(&reply)
                 .map_err(|e| CliError::failed(e.to_string()))?;
-            let request = RoundRequest::new("bench", format!("n{n}-r{rep}"), Provider::OpenAi, calls);
-            let outcome = engine.round(request).await.map_err(|e| CliError::failed(e.to_string()))?;
-            let rendered = outcome.render(Provider::OpenAi);
+            let parse_time = parse_started.elapsed();
+            let request =
+                RoundRequest::new("bench", format!("n{n}-r{rep}"), Provider::OpenAi, calls);
+            // The engine's own work: pass 1, pass 2 with no-op tools, pass 3, events, store commit.
+            let started = Instant::now();
+            let outcome = engine
+                .round(request)
+                .await
+                .map_err(|e| CliError::failed(e.to_string()))?;
             let elapsed = started.elapsed();
+            let render_started = Instant::now();
+            let rendered = outcome.render(Provider::OpenAi);
+            let wire_time = parse_time + render_started.elapsed();
             std::hint::black_box(rendered);
             if rep < warmup {
                 continue;
             }
+            wire_us.push(wire_time.as_secs_f64() * 1e6);
             round_us.push(elapsed.as_secs_f64() * 1e6);
             max_inflight = max_inflight.max(inflight(&outcome));
             in_order &= in_call_order(&outcome, n);
@@ -128,6 +150,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
             "reps": reps,
             "max_concurrent": max,
             "round_us_median": round2(median),
+            // Parsing the provider's reply and rendering the result messages, outside the round.
+            "wire_us_median": round2(self::median(&mut wire_us)),
             "per_call_us_median": round2(median / n as f64),
             "wall_ms_median": round2(median / 1000.0),
             "max_inflight": max_inflight,
@@ -136,7 +160,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         if let Some(d) = sleep {
             let expected = (n.div_ceil(max) as f64) * d.as_secs_f64() * 1000.0;
             line["expected_ms"] = json!(round2(expected));
-            line["over_expected_pct"] = json!(round2((median / 1000.0 - expected) / expected * 100.0));
+            line["over_expected_pct"] =
+                json!(round2((median / 1000.0 - expected) / expected * 100.0));
         }
         println!("{line}");
     }
@@ -161,11 +186,13 @@ fn inflight(outcome: &RoundOutcome) -> usize {
     let mut edges: Vec<(f64, i32)> = outcome
         .events
         .iter()
-        .filter_map(|e| match serde_json::to_value(e).ok()?.get("type")?.as_str()? {
-            "ToolCallStart" => Some((e.at_ms, 1)),
-            "ToolCallEnd" => Some((e.at_ms, -1)),
-            _ => None,
-        })
+        .filter_map(
+            |e| match serde_json::to_value(e).ok()?.get("type")?.as_str()? {
+                "ToolCallStart" => Some((e.at_ms, 1)),
+                "ToolCallEnd" => Some((e.at_ms, -1)),
+                _ => None,
+            },
+        )
         .collect();
     // Ends before starts at the same instant, so touching intervals do not count as overlap.
     edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -179,11 +206,9 @@ fn inflight(outcome: &RoundOutcome) -> usize {
 
 fn in_call_order(outcome: &RoundOutcome, n: usize) -> bool {
     outcome.results.len() == n
-        && outcome
-            .results
-            .iter()
-            .enumerate()
-            .all(|(i, r)| r.tool_call_id == format!("call_{i}") && r.content == format!("[{}] ok {i}", r.name))
+        && outcome.results.iter().enumerate().all(|(i, r)| {
+            r.tool_call_id == format!("call_{i}") && r.content == format!("[{}] ok {i}", r.name)
+        })
 }
 
 fn median(values: &mut [f64]) -> f64 {

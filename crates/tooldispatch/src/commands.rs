@@ -30,7 +30,12 @@ pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
     let engine = setup::engine(&args.common, None)?;
     let clients = client_tools(&args.common)?;
     let (tools, turn_context) = engine
-        .tools(&args.session, args.common.provider, &clients, &args.common.exclude)
+        .tools(
+            &args.session,
+            args.common.provider,
+            &clients,
+            &args.common.exclude,
+        )
         .await
         .map_err(|e| CliError::failed(e.to_string()))?;
     println!("{}", json!({"tools": tools, "turn_context": turn_context}));
@@ -48,27 +53,40 @@ pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
         if line.is_empty() {
             continue;
         }
-        if serde_json::from_str::<Value>(line).is_ok_and(|v| v.get("new_run") == Some(&Value::Bool(true))) {
+        if serde_json::from_str::<Value>(line)
+            .is_ok_and(|v| v.get("new_run") == Some(&Value::Bool(true)))
+        {
             run += 1;
             continue;
         }
-        let outcome = dispatch(&engine, &args.common, &args.session, &format!("run-{run}"), line)
-            .await
-            .map_err(|e| CliError {
-                code: e.code,
-                message: format!("{}:{}: {}", args.file.display(), n + 1, e.message),
-            })?;
+        let outcome = dispatch(
+            &engine,
+            &args.common,
+            &args.session,
+            &format!("run-{run}"),
+            line,
+        )
+        .await
+        .map_err(|e| CliError {
+            code: e.code,
+            message: format!("{}:{}: {}", args.file.display(), n + 1, e.message),
+        })?;
         print_outcome(&outcome, args.common.provider, args.report);
     }
     Ok(())
 }
 
-async fn dispatch(engine: &Engine, common: &Common, session: &str, run: &str, input: &str) -> Result<RoundOutcome, CliError> {
-    let calls = common
-        .provider
-        .format()
-        .parse_reply(input)
-        .map_err(|e| CliError::input(format!("cannot read the {} reply: {e}", common.provider)))?;
+async fn dispatch(
+    engine: &Engine,
+    common: &Common,
+    session: &str,
+    run: &str,
+    input: &str,
+) -> Result<RoundOutcome, CliError> {
+    let calls =
+        common.provider.format().parse_reply(input).map_err(|e| {
+            CliError::input(format!("cannot read the {} reply: {e}", common.provider))
+        })?;
     let mut request = RoundRequest::new(session, run, common.provider, calls);
     request.client_tools = client_tools(common)?;
     request.exclude = common.exclude.clone();

@@ -17,7 +17,11 @@ use dispatch_engine::Provider;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "tooldispatch", version, about = "Tool dispatch for LLM agents: check, run and commit one model reply's tool calls")]
+#[command(
+    name = "tooldispatch",
+    version,
+    about = "Tool dispatch for LLM agents: check, run and commit one model reply's tool calls"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -135,7 +139,10 @@ impl CliError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tooldispatch: cannot start the async runtime: {e}");

@@ -30,8 +30,12 @@ pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
     let Some(path) = &common.client_tools else {
         return Ok(Vec::new());
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::input(format!("cannot read --client-tools {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::input(format!(
+            "cannot read --client-tools {}: {e}",
+            path.display()
+        ))
+    })?;
     serde_json::from_str(&text).map_err(|e| {
         CliError::input(format!(
             "--client-tools {} is not a JSON array of {{\"name\", \"description\", \"parameters\"}}: {e}",
@@ -44,10 +48,14 @@ pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
 pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
     let workdir = match &common.workdir {
         Some(dir) => dir.clone(),
-        None => std::env::current_dir().map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?,
     };
     let workdir = workdir.canonicalize().map_err(|e| {
-        CliError::input(format!("--workdir {} is not a usable directory: {e}", workdir.display()))
+        CliError::input(format!(
+            "--workdir {} is not a usable directory: {e}",
+            workdir.display()
+        ))
     })?;
     let url = store_url(common.store.as_deref().or(default_store));
     let store = dispatch_store::open(&url).map_err(|e| CliError::failed(e.to_string()))?;
@@ -56,7 +64,8 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         Approve::All => Arc::new(ApproveAll),
         Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
     };
-    let registry = dispatch_tools::builtin_registry().map_err(|e| CliError::failed(e.to_string()))?;
+    let registry =
+        dispatch_tools::builtin_registry().map_err(|e| CliError::failed(e.to_string()))?;
     let mut config = EngineConfig::new(workdir);
     config.data_dir = Some(data_dir());
     if let Some(n) = common.max_concurrent {
@@ -65,7 +74,8 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         }
         config.max_concurrent = n;
     }
-    let engine = Engine::new(registry, store, confirmer, config).map_err(|e| CliError::failed(e.to_string()))?;
+    let engine = Engine::new(registry, store, confirmer, config)
+        .map_err(|e| CliError::failed(e.to_string()))?;
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }

@@ -55,7 +55,11 @@ fn ask(tty: &Mutex<File>, request: &ConfirmRequest) -> ConfirmReply {
         "\n{} wants to run: {}\n  arguments: {args}\n  [y] yes  [n] no (n <reason> tells the model why)  [t] yes, and allow everything this turn  [r] yes, and remember `{}`\n> ",
         request.tool_name, request.why, request.remember_rule
     );
-    if tty.write_all(prompt.as_bytes()).and_then(|_| tty.flush()).is_err() {
+    if tty
+        .write_all(prompt.as_bytes())
+        .and_then(|_| tty.flush())
+        .is_err()
+    {
         return ConfirmReply::default();
     }
     let mut line = String::new();
@@ -78,8 +82,14 @@ fn parse_answer(line: &str) -> ConfirmReply {
     };
     match word.to_lowercase().as_str() {
         "y" | "yes" => yes,
-        "t" => ConfirmReply { allow_turn: true, ..yes },
-        "r" => ConfirmReply { remember: true, ..yes },
+        "t" => ConfirmReply {
+            allow_turn: true,
+            ..yes
+        },
+        "r" => ConfirmReply {
+            remember: true,
+            ..yes
+        },
         _ => ConfirmReply {
             approve: false,
             reason: Some(rest.trim().to_string()).filter(|r| !r.is_empty()),
@@ -98,7 +108,10 @@ mod tests {
         assert!(parse_answer("t").allow_turn);
         assert!(parse_answer("r").remember);
         let no = parse_answer("n  not that file ");
-        assert_eq!((no.approve, no.reason.as_deref()), (false, Some("not that file")));
+        assert_eq!(
+            (no.approve, no.reason.as_deref()),
+            (false, Some("not that file"))
+        );
         assert!(!parse_answer("").approve);
     }
 }

@@ -200,6 +200,9 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
 }
 
+/// A change to the engine configuration a test wants.
+type ConfigTweak = Box<dyn FnOnce(&mut EngineConfig)>;
+
 pub struct FixtureBuilder {
     tools: Vec<Arc<dyn Tool>>,
     confirmer: Arc<dyn Confirmer>,
@@ -207,7 +210,7 @@ pub struct FixtureBuilder {
     max_concurrent: usize,
     store: Option<Arc<dyn SessionStore>>,
     dir: Option<tempfile::TempDir>,
-    tweak: Option<Box<dyn FnOnce(&mut EngineConfig)>>,
+    tweak: Option<ConfigTweak>,
 }
 
 pub fn fixture() -> FixtureBuilder {
@@ -391,6 +394,7 @@ pub fn serial_spec(name: &str) -> ToolSpec {
 }
 
 /// `(type, tool_id)` of every event in emission order; `""` for events without a tool id.
+#[allow(clippy::unwrap_used)]
 pub fn event_seq(events: &[Event]) -> Vec<(String, String)> {
     events_json(events)
         .iter()
@@ -420,6 +424,7 @@ pub fn max_in_flight(events: &[Event]) -> usize {
 }
 
 /// `at_ms` of the first event of this type for this tool id.
+#[allow(clippy::unwrap_used)]
 pub fn event_at(events: &[Event], kind: &str, id: &str) -> f64 {
     events_json(events)
         .iter()
