@@ -9,13 +9,29 @@ use tokio::time::Instant;
 
 use crate::status::Status;
 
-/// One event.
+/// One event: the fields of its kind plus `at_ms`, in one flat JSON object.
 #[derive(Clone, Debug, Serialize)]
 pub struct Event {
     #[serde(flatten)]
     pub kind: EventKind,
     /// Milliseconds since the round began (monotonic).
     pub at_ms: f64,
+}
+
+impl dispatch_store::EventJson for Event {
+    /// The same JSON as `Serialize`, written without `#[serde(flatten)]`, which routes every
+    /// field through serde's generic map machinery at several times the cost.
+    fn to_json(&self) -> String {
+        let mut text = serde_json::to_string(&self.kind).unwrap_or_else(|_| "{}".to_string());
+        text.pop(); // the kind's closing brace
+        if !text.ends_with('{') {
+            text.push(',');
+        }
+        text.push_str("\"at_ms\":");
+        text.push_str(&serde_json::to_string(&self.at_ms).unwrap_or_else(|_| "0".to_string()));
+        text.push('}');
+        text
+    }
 }
 
 /// What happened.
@@ -90,12 +106,12 @@ pub enum EventKind {
 /// Collects a round's events and forwards them to live subscribers.
 pub struct EventLog {
     start: Instant,
-    events: Mutex<Vec<Event>>,
-    live: Option<broadcast::Sender<Event>>,
+    events: Mutex<Vec<Arc<Event>>>,
+    live: Option<broadcast::Sender<Arc<Event>>>,
 }
 
 impl EventLog {
-    pub fn new(live: Option<broadcast::Sender<Event>>) -> Self {
+    pub fn new(live: Option<broadcast::Sender<Arc<Event>>>) -> Self {
         EventLog {
             start: Instant::now(),
             events: Mutex::new(Vec::new()),
@@ -104,10 +120,10 @@ impl EventLog {
     }
 
     pub fn emit(&self, kind: EventKind) {
-        let event = Event {
+        let event = Arc::new(Event {
             kind,
             at_ms: self.now_ms(),
-        };
+        });
         if let Some(live) = &self.live {
             // No subscriber is not an error.
             let _ = live.send(event.clone());
@@ -130,10 +146,47 @@ impl EventLog {
     }
 
     /// The events so far, leaving the log empty.
-    pub fn take(&self) -> Vec<Event> {
+    pub fn take(&self) -> Vec<Arc<Event>> {
         self.events
             .lock()
             .map(|mut e| std::mem::take(&mut *e))
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dispatch_store::EventJson;
+
+    #[test]
+    fn to_json_writes_what_serialize_writes() {
+        let id: Arc<str> = Arc::from("c1");
+        let kinds = vec![
+            EventKind::ToolCall {
+                tool_id: id.clone(),
+                tool_name: Arc::from("t"),
+                tool_args: Arc::from(r#"{"a":"x\"y"}"#),
+            },
+            EventKind::ToolResult {
+                tool_id: id.clone(),
+                tool_name: Arc::from("t"),
+                tool_args: Arc::from("{}"),
+                status: Status::Deduped,
+                result: "line\nline".into(),
+            },
+            EventKind::TodoUpdate { todos: Vec::new() },
+            EventKind::Done,
+        ];
+        for kind in kinds {
+            for at_ms in [0.0, 1.5, 12345.678_9, 1e-7] {
+                let event = Event {
+                    kind: kind.clone(),
+                    at_ms,
+                };
+                let fast: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+                assert_eq!(fast, serde_json::to_value(&event).unwrap());
+            }
+        }
     }
 }

@@ -98,7 +98,7 @@ pub struct RoundRequest {
     pub allow_all: bool,
     pub cancel: CancellationToken,
     /// Live copy of every event as it happens.
-    pub live: Option<broadcast::Sender<Event>>,
+    pub live: Option<broadcast::Sender<Arc<Event>>>,
 }
 
 impl RoundRequest {
@@ -144,7 +144,7 @@ pub struct RoundOutcome {
     pub run: String,
     pub round: u64,
     pub results: Vec<SlotResult>,
-    pub events: Vec<Event>,
+    pub events: Vec<Arc<Event>>,
     pub pending: Option<PendingTask>,
     /// A tool reported a fatal error: the results are committed, but the run should stop.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -405,6 +405,9 @@ impl Engine {
 impl RoundCx<'_> {
     /// Spec §1.1: a reply that calls any client tool is handed back whole; nothing runs.
     fn client_handoff(&mut self, calls: &[RawCall]) -> Option<Vec<Slot>> {
+        if self.req.client_tools.is_empty() {
+            return None;
+        }
         let is_client = |name: &str| self.req.client_tools.iter().any(|c| c.name == name);
         let client_of = |call: &RawCall| -> Option<String> {
             let name = normalise_name(&call.name);
@@ -531,7 +534,7 @@ impl RoundCx<'_> {
             text: "the round was cancelled; no results were committed".into(),
         });
         let mut record = std::mem::take(&mut self.record);
-        record.events = serialise_events(&self.log.take());
+        record.events = store_events(&self.log.take());
         self.engine.store.commit_round(record).await?;
         Err(EngineError::Cancelled)
     }
@@ -550,7 +553,7 @@ impl RoundCx<'_> {
                 pending.todos = todos.clone();
             }
         }
-        record.events = serialise_events(&events);
+        record.events = store_events(&events);
         let pending = record.pending.clone();
         let round = record.round;
         self.engine.store.commit_round(record).await?;
@@ -584,15 +587,11 @@ fn assistant_message(calls: &[RawCall]) -> Value {
     json!({"role": "assistant", "tool_calls": calls})
 }
 
-fn serialise_events(events: &[Event]) -> Vec<String> {
+/// The events for the store, which writes them as JSON only when it needs the text.
+fn store_events(events: &[Arc<Event>]) -> Vec<Arc<dyn dispatch_store::EventJson>> {
     events
         .iter()
-        .filter_map(|e| {
-            // Most events fit; growing a string from empty costs several reallocations.
-            let mut buf = Vec::with_capacity(256);
-            serde_json::to_writer(&mut buf, e).ok()?;
-            String::from_utf8(buf).ok()
-        })
+        .map(|e| Arc::clone(e) as Arc<dyn dispatch_store::EventJson>)
         .collect()
 }
 

@@ -119,8 +119,26 @@ pub struct PendingTask {
     pub created_at_ms: u64,
 }
 
+/// An event the store writes as JSON text when it needs the text: SQLite at commit, the memory
+/// store only when the events are read back.
+pub trait EventJson: Send + Sync + std::fmt::Debug {
+    fn to_json(&self) -> String;
+}
+
+impl EventJson for String {
+    fn to_json(&self) -> String {
+        self.clone()
+    }
+}
+
+impl EventJson for Value {
+    fn to_json(&self) -> String {
+        self.to_string()
+    }
+}
+
 /// Everything one round changed, written in one go.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct RoundRecord {
     pub session: String,
     pub run: String,
@@ -137,8 +155,8 @@ pub struct RoundRecord {
     /// Dedupe keys removed.
     pub dedupe_drop: Vec<String>,
     pub transcript: Vec<TranscriptEntry>,
-    /// The round's events, each serialised as JSON text (cheaper to build than a `Value`).
-    pub events: Vec<String>,
+    /// The round's events, in order.
+    pub events: Vec<Arc<dyn EventJson>>,
     pub pending: Option<PendingTask>,
 }
 

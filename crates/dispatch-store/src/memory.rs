@@ -4,13 +4,13 @@
 //! record's vectors into place, so benchmarks measure the engine, not the store.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
 use crate::{
-    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
-    StoreResult, TranscriptEntry,
+    DedupeEntry, EventJson, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore,
+    StoreError, StoreResult, TranscriptEntry,
 };
 
 #[cfg(test)]
@@ -34,7 +34,7 @@ struct SessionState {
     runs: HashMap<String, RunState>,
     transcript: Vec<TranscriptEntry>,
     /// Sorted by sequence number, so `events(after)` can binary-search.
-    events: Vec<(u64, String)>,
+    events: Vec<(u64, Arc<dyn EventJson>)>,
     pending: Vec<PendingTask>,
 }
 
@@ -185,7 +185,10 @@ impl SessionStore for MemoryStore {
             return Ok(Vec::new());
         };
         let start = stored.events.partition_point(|(seq, _)| *seq <= after);
-        Ok(stored.events[start..].to_vec())
+        Ok(stored.events[start..]
+            .iter()
+            .map(|(seq, event)| (*seq, event.to_json()))
+            .collect())
     }
 
     async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>> {

@@ -485,8 +485,8 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
     }
 
     let mut event = tx.prepare_cached("INSERT INTO events (session, event) VALUES (?1, ?2)")?;
-    for text in &record.events {
-        event.execute(params![session, text])?;
+    for item in &record.events {
+        event.execute(params![session, item.to_json()])?;
     }
 
     if let Some(task) = &record.pending {

@@ -8,7 +8,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use super::{MIGRATIONS, SqliteStore};
-use crate::memory::suite_tests::{entry, message, round, task, todo};
+use crate::memory::suite_tests::{entry, event, message, round, task, todo};
 use crate::{
     PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, TodoStatus,
     TranscriptEntry, Validity,
@@ -43,7 +43,7 @@ fn full_round(number: u64) -> RoundRecord {
         dedupe_put: vec![entry(&format!("k{number}"), "result", Validity::Always)],
         dedupe_drop: vec![format!("k{}", number - 1)],
         transcript: vec![message("r1", number, &format!("message {number}"))],
-        events: vec![json!({"round": number}).to_string()],
+        events: vec![event(json!({"round": number}))],
         pending: Some(task("s1", "r1", &format!("task{number}"), number)),
         ..round("s1", "r1", number)
     }

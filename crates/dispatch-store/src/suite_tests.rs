@@ -65,6 +65,11 @@ pub(crate) fn todo(content: &str, status: TodoStatus) -> Todo {
     }
 }
 
+/// An event for a round record.
+pub(crate) fn event(value: serde_json::Value) -> std::sync::Arc<dyn crate::EventJson> {
+    std::sync::Arc::new(value)
+}
+
 pub(crate) fn message(run: &str, round: u64, text: &str) -> TranscriptEntry {
     TranscriptEntry {
         run: run.to_string(),
@@ -268,18 +273,18 @@ async fn transcript_keeps_commit_order_and_narrows_by_run(store: &dyn SessionSto
 async fn events_get_increasing_sequence_numbers(store: &dyn SessionStore) {
     let mut first = round("s1", "r1", 1);
     first.events = vec![
-        json!({"type": "round_started"}).to_string(),
-        json!({"type": "tool_call"}).to_string(),
+        event(json!({"type": "round_started"})),
+        event(json!({"type": "tool_call"})),
     ];
     store.commit_round(first).await.unwrap();
     let mut elsewhere = round("s2", "r1", 1);
-    elsewhere.events = vec![json!({"type": "elsewhere"}).to_string()];
+    elsewhere.events = vec![event(json!({"type": "elsewhere"}))];
     store.commit_round(elsewhere).await.unwrap();
     let mut second = round("s1", "r1", 2);
     second.events = vec![
-        json!({"type": "tool_result"}).to_string(),
-        json!({"type": "round_finished"}).to_string(),
-        json!({"type": "run_finished"}).to_string(),
+        event(json!({"type": "tool_result"})),
+        event(json!({"type": "round_finished"})),
+        event(json!({"type": "run_finished"})),
     ];
     store.commit_round(second).await.unwrap();
 
@@ -355,7 +360,7 @@ async fn concurrent_commits_on_distinct_runs_all_land(store: Arc<dyn SessionStor
                 record.marked = vec![format!("tool{i}")];
                 record.dedupe_put = vec![entry(&format!("k{i}"), &run, Validity::Always)];
                 record.transcript = vec![message(&run, 1, &run)];
-                record.events = vec![json!({"run": run}).to_string()];
+                record.events = vec![event(json!({"run": run}))];
                 store.commit_round(record).await
             })
         })

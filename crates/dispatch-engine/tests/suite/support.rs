@@ -367,7 +367,7 @@ impl Fixture {
 }
 
 /// The event type names in order, for one tool id (or all when `id` is None).
-pub fn event_types(events: &[Event], id: Option<&str>) -> Vec<String> {
+pub fn event_types(events: &[std::sync::Arc<Event>], id: Option<&str>) -> Vec<String> {
     events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
@@ -377,7 +377,7 @@ pub fn event_types(events: &[Event], id: Option<&str>) -> Vec<String> {
 }
 
 /// Events as JSON values.
-pub fn events_json(events: &[Event]) -> Vec<Value> {
+pub fn events_json(events: &[std::sync::Arc<Event>]) -> Vec<Value> {
     events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
@@ -395,7 +395,7 @@ pub fn serial_spec(name: &str) -> ToolSpec {
 
 /// `(type, tool_id)` of every event in emission order; `""` for events without a tool id.
 #[allow(clippy::unwrap_used)]
-pub fn event_seq(events: &[Event]) -> Vec<(String, String)> {
+pub fn event_seq(events: &[std::sync::Arc<Event>]) -> Vec<(String, String)> {
     events_json(events)
         .iter()
         .map(|v| {
@@ -408,7 +408,7 @@ pub fn event_seq(events: &[Event]) -> Vec<(String, String)> {
 }
 
 /// The most calls in flight at once, counted from ToolCallStart / ToolCallEnd in emission order.
-pub fn max_in_flight(events: &[Event]) -> usize {
+pub fn max_in_flight(events: &[std::sync::Arc<Event>]) -> usize {
     let (mut now, mut max) = (0usize, 0usize);
     for (kind, _) in event_seq(events) {
         match kind.as_str() {
@@ -425,7 +425,7 @@ pub fn max_in_flight(events: &[Event]) -> usize {
 
 /// `at_ms` of the first event of this type for this tool id.
 #[allow(clippy::unwrap_used)]
-pub fn event_at(events: &[Event], kind: &str, id: &str) -> f64 {
+pub fn event_at(events: &[std::sync::Arc<Event>], kind: &str, id: &str) -> f64 {
     events_json(events)
         .iter()
         .find(|v| v["type"] == kind && v["tool_id"] == id)
