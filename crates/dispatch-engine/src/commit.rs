@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use dispatch_store::{DedupeEntry, TranscriptEntry, Validity};
+use dispatch_store::{DedupeEntry, TranscriptEntry, TranscriptMessage, Validity};
 use serde_json::{Value, json};
 
 use crate::events::EventKind;
@@ -105,7 +105,11 @@ impl RoundCx<'_> {
                     run: self.req.run.clone(),
                     round: self.record.round,
                     in_tools,
-                    message: json!({"role": "tool", "tool_call_id": &*slot.id, "name": &*slot.name, "content": content}),
+                    message: TranscriptMessage::Tool {
+                        tool_call_id: slot.id.to_string(),
+                        name: slot.name.to_string(),
+                        content: content.clone(),
+                    },
                 });
             }
             images_all.extend(images.iter().cloned());
@@ -126,7 +130,7 @@ impl RoundCx<'_> {
                 run: self.req.run.clone(),
                 round: self.record.round,
                 in_tools: false,
-                message: json!({"role": "user", "images": images_all}),
+                message: TranscriptMessage::User { images: images_all },
             });
         }
         // The round's copy of the map ends here, so its new entries move into the record.
@@ -308,13 +312,13 @@ impl RoundCx<'_> {
         if edits > 0 {
             map.insert("edits".into(), json!(edits));
         }
-        if let Some(message) = self.record.transcript.first_mut()
-            && let Some(call) = message
-                .message
-                .get_mut("tool_calls")
-                .and_then(|c| c.get_mut(index))
+        if let Some(TranscriptEntry {
+            message: TranscriptMessage::Assistant { tool_calls },
+            ..
+        }) = self.record.transcript.first_mut()
+            && let Some(call) = tool_calls.get_mut(index)
         {
-            call["arguments"] = Value::String(args.to_string());
+            call.arguments = args.to_string();
         }
     }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dispatch_store::{
-    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
-    Todo, TranscriptEntry,
+    DedupeEntry, PendingTask, RecordedCall, RoundRecord, RunSnapshot, SessionSnapshot,
+    SessionStore, StoreError, Todo, TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -579,12 +579,16 @@ pub(crate) fn normalise_name(name: &str) -> String {
 }
 
 /// The provider-neutral assistant message that carried the calls.
-fn assistant_message(calls: &[RawCall]) -> Value {
-    let calls: Vec<Value> = calls
+fn assistant_message(calls: &[RawCall]) -> TranscriptMessage {
+    let tool_calls = calls
         .iter()
-        .map(|c| json!({"id": c.id.trim(), "name": normalise_name(&c.name), "arguments": c.arguments.trim()}))
+        .map(|c| RecordedCall {
+            id: c.id.trim().to_string(),
+            name: normalise_name(&c.name),
+            arguments: c.arguments.trim().to_string(),
+        })
         .collect();
-    json!({"role": "assistant", "tool_calls": calls})
+    TranscriptMessage::Assistant { tool_calls }
 }
 
 /// The events for the store, which writes them as JSON only when it needs the text.

@@ -100,7 +100,39 @@ pub struct TranscriptEntry {
     pub round: u64,
     /// Also part of the `tools` list (every message except dedupe hits and the assistant message).
     pub in_tools: bool,
-    pub message: Value,
+    pub message: TranscriptMessage,
+}
+
+impl TranscriptEntry {
+    /// The message as JSON (`{"role": ..., ...}`).
+    pub fn message_json(&self) -> Value {
+        serde_json::to_value(&self.message).unwrap_or(Value::Null)
+    }
+}
+
+/// A transcript message. Typed rather than a `Value`: one is built for every call of every
+/// round, and a `Value` map costs an allocation per key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum TranscriptMessage {
+    /// The model's reply that carried the calls.
+    Assistant { tool_calls: Vec<RecordedCall> },
+    /// One call's result.
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+    },
+    /// Images returned by the round's calls, after its tool messages.
+    User { images: Vec<String> },
+}
+
+/// One call as the transcript keeps it (arguments may be elided after a write).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 /// A run parked by `ask_user`, waiting for the user's answer.

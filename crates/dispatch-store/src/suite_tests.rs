@@ -11,7 +11,7 @@ use tempfile::TempDir;
 use crate::memory::MemoryStore;
 use crate::{
     DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, Todo,
-    TodoStatus, TranscriptEntry, Validity,
+    TodoStatus, TranscriptEntry, TranscriptMessage, Validity,
 };
 
 /// A store plus whatever must outlive it; the store drops first.
@@ -75,7 +75,11 @@ pub(crate) fn message(run: &str, round: u64, text: &str) -> TranscriptEntry {
         run: run.to_string(),
         round,
         in_tools: true,
-        message: json!({"role": "tool", "content": text}),
+        message: TranscriptMessage::Tool {
+            tool_call_id: "c".to_string(),
+            name: "t".to_string(),
+            content: text.to_string(),
+        },
     }
 }
 
@@ -236,7 +240,13 @@ async fn transcript_keeps_commit_order_and_narrows_by_run(store: &dyn SessionSto
     let mut other_run = round("s1", "r2", 1);
     other_run.transcript = vec![TranscriptEntry {
         in_tools: false,
-        message: json!({"role": "assistant", "content": "c", "tool_calls": []}),
+        message: TranscriptMessage::Assistant {
+            tool_calls: vec![crate::RecordedCall {
+                id: "c".to_string(),
+                name: "t".to_string(),
+                arguments: "{}".to_string(),
+            }],
+        },
         ..message("r2", 1, "c")
     }];
     store.commit_round(other_run.clone()).await.unwrap();

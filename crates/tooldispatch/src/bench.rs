@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use clap::{Args, ValueEnum};
 use dispatch_engine::{
-    Effect, Engine, EngineConfig, Headless, Provider, RawCall, Registry, RoundOutcome,
+    Effect, Engine, EngineConfig, EventKind, Headless, Provider, RawCall, Registry, RoundOutcome,
     RoundRequest, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, default_max_concurrent,
     register_system_tools,
 };
@@ -186,13 +186,11 @@ fn inflight(outcome: &RoundOutcome) -> usize {
     let mut edges: Vec<(f64, i32)> = outcome
         .events
         .iter()
-        .filter_map(
-            |e| match serde_json::to_value(e).ok()?.get("type")?.as_str()? {
-                "ToolCallStart" => Some((e.at_ms, 1)),
-                "ToolCallEnd" => Some((e.at_ms, -1)),
-                _ => None,
-            },
-        )
+        .filter_map(|e| match e.kind {
+            EventKind::ToolCallStart { .. } => Some((e.at_ms, 1)),
+            EventKind::ToolCallEnd { .. } => Some((e.at_ms, -1)),
+            _ => None,
+        })
         .collect();
     // Ends before starts at the same instant, so touching intervals do not count as overlap.
     edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

@@ -71,10 +71,16 @@ async fn transcript_rows(
         .into_iter()
         .map(|e| {
             (
-                e.message["role"].as_str().unwrap().to_string(),
-                e.message["tool_call_id"].as_str().unwrap_or("").to_string(),
+                e.message_json()["role"].as_str().unwrap().to_string(),
+                e.message_json()["tool_call_id"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
                 e.in_tools,
-                e.message["content"].as_str().unwrap_or("").to_string(),
+                e.message_json()["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
             )
         })
         .collect()
@@ -622,9 +628,8 @@ async fn an_empty_or_no_data_success_reads_no_data() {
 }
 
 fn stored_arguments(entry: &dispatch_store::TranscriptEntry, index: usize) -> Value {
-    let text = entry.message["tool_calls"][index]["arguments"]
-        .as_str()
-        .unwrap();
+    let message = entry.message_json();
+    let text = message["tool_calls"][index]["arguments"].as_str().unwrap();
     serde_json::from_str(text).unwrap()
 }
 
@@ -663,7 +668,7 @@ async fn successful_write_calls_have_content_and_targets_elided_from_the_stored_
     );
     // A failed call keeps its arguments as sent.
     assert_eq!(
-        transcript[0].message["tool_calls"][1]["arguments"],
+        transcript[0].message_json()["tool_calls"][1]["arguments"],
         failing.arguments.as_str()
     );
 
@@ -727,7 +732,7 @@ async fn image_results_are_collected_into_one_user_message_after_the_tool_messag
         ]
     );
     let transcript = fx.store.transcript("s", Some("r")).await.unwrap();
-    let last: Vec<Value> = transcript.iter().map(|e| e.message.clone()).collect();
+    let last: Vec<Value> = transcript.iter().map(|e| e.message_json()).collect();
     assert_eq!(last.len(), 5);
     assert_eq!(
         last[4],

@@ -641,7 +641,7 @@ async fn cancelling_the_round_skips_pass_3() {
     assert!(matches!(err, EngineError::Cancelled), "{err:?}");
 
     let transcript = fx.store.transcript("s", Some("r")).await.unwrap();
-    let messages: Vec<Value> = transcript.iter().map(|e| e.message.clone()).collect();
+    let messages: Vec<Value> = transcript.iter().map(|e| e.message_json()).collect();
     assert_eq!(
         messages,
         vec![json!({"role": "assistant", "tool_calls": [
