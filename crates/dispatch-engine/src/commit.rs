@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use dispatch_store::{DedupeEntry, TranscriptEntry, TranscriptMessage, Validity};
 use serde_json::{Value, json};
 
+use crate::canonical::DedupeKey;
 use crate::events::EventKind;
 use crate::hints::next_hint;
 use crate::round::{RoundCx, Slot, SlotResult, SlotState};
@@ -22,7 +23,7 @@ impl RoundCx<'_> {
         // Index of each slot's result, for calls that share an earlier call's result.
         let mut result_of: Vec<Option<usize>> = vec![None; slots.len()];
         let mut images_all: Vec<String> = Vec::new();
-        let mut put_keys: Vec<String> = Vec::new();
+        let mut put_keys: Vec<DedupeKey> = Vec::new();
         for (i, slot) in slots.iter_mut().enumerate() {
             let state = std::mem::replace(&mut slot.state, SlotState::Parked);
             let mut failed_dedupe = false;
@@ -67,9 +68,9 @@ impl RoundCx<'_> {
                     if let Some(paths) = mutated {
                         self.invalidate(&paths);
                     }
-                    if let Some(key) = &slot.key {
+                    if let Some(key) = slot.key {
                         let entry = DedupeEntry {
-                            key: key.clone(),
+                            key: key.to_hex(),
                             tool: slot.name.to_string(),
                             result: body.clone(),
                             images: images_ref,
@@ -77,13 +78,17 @@ impl RoundCx<'_> {
                                 .validity_of(slot, exec.outcome.as_ref().ok().map(|o| &o.paths)),
                             is_error: status.is_error(),
                         };
-                        self.dedupe.insert(key.clone(), entry);
-                        put_keys.push(key.clone());
+                        self.dedupe.insert(key, entry);
+                        put_keys.push(key);
                     }
                     if exec.outcome.is_ok() {
                         self.elide_arguments(i, slot, calls);
                     }
-                    let content = format!("[{}] {body}", slot.name);
+                    let mut content = String::with_capacity(slot.name.len() + 3 + body.len());
+                    content.push('[');
+                    content.push_str(&slot.name);
+                    content.push_str("] ");
+                    content.push_str(&body);
                     (
                         status,
                         content,
@@ -254,21 +259,22 @@ impl RoundCx<'_> {
         self.run.write_epoch += 1;
         let touched: HashSet<String> = touched.iter().map(|p| p.display().to_string()).collect();
         let epoch = self.run.write_epoch;
-        let stale: Vec<String> = self
+        let stale: Vec<DedupeKey> = self
             .dedupe
-            .values()
-            .filter(|e| match &e.validity {
+            .iter()
+            .filter(|(_, e)| match &e.validity {
                 Validity::Always => false,
                 Validity::Epoch { epoch: e } => *e != epoch,
                 Validity::Paths { paths } => {
                     touched.is_empty() || paths.iter().any(|p| touched.contains(p))
                 }
             })
-            .map(|e| e.key.clone())
+            .map(|(key, _)| *key)
             .collect();
         for key in stale {
-            self.dedupe.remove(&key);
-            self.record.dedupe_drop.push(key);
+            if let Some(entry) = self.dedupe.remove(&key) {
+                self.record.dedupe_drop.push(entry.key);
+            }
         }
     }
 

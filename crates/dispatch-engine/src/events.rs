@@ -179,7 +179,7 @@ mod tests {
             EventKind::Done,
         ];
         for kind in kinds {
-            for at_ms in [0.0, 1.5, 12345.678_9, 1e-7] {
+            for at_ms in [0.0, 1.5, 12_345.678_9, 1e-7] {
                 let event = Event {
                     kind: kind.clone(),
                     at_ms,

@@ -2,12 +2,13 @@
 //! the loaded set → dedupe → schema before fetch → existence → confirm gate → JSON Schema.
 //! The first check that fails settles the call with its message; it never runs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::canonical::dedupe_key;
+use crate::canonical::{DedupeKey, KeyMap, dedupe_key};
 use crate::deferred::{RUN_TOOL, removed_tool_hint, select_output};
 use crate::events::EventKind;
 use crate::gate::{ConfirmRequest, HEADLESS_REASON, Permission, Verdict};
@@ -26,7 +27,7 @@ struct Pass1 {
     /// Names whose schema this round already returned.
     schema_shown: HashSet<String>,
     /// Dedupe key → the first ready call with it and the mutating calls ready before it.
-    ready_keys: HashMap<String, (usize, usize)>,
+    ready_keys: KeyMap<(usize, usize)>,
     /// Ready calls so far that may change the world: remembered results may be stale after one.
     mutations_ahead: usize,
 }
@@ -38,9 +39,8 @@ impl RoundCx<'_> {
         for (index, call) in calls.iter().enumerate() {
             let slot = self.check(call, &mut pass).await;
             if let SlotState::Ready { tool, .. } = &slot.state {
-                if let Some(key) = &slot.key {
-                    pass.ready_keys
-                        .insert(key.clone(), (index, pass.mutations_ahead));
+                if let Some(key) = slot.key {
+                    pass.ready_keys.insert(key, (index, pass.mutations_ahead));
                 }
                 if tool.spec().effect == Effect::Mutates {
                     pass.mutations_ahead += 1;
@@ -55,24 +55,31 @@ impl RoundCx<'_> {
         let id: Arc<str> = Arc::from(call.id.trim());
         let mut name = normalise_name(&call.name);
         let mut args_raw = call.arguments.trim().to_string();
-        let mut parsed: Option<Value> = serde_json::from_str(&args_raw).ok();
+        let wrapped = name == RUN_TOOL;
+        // A wrapped call's outer arguments are read by unwrap_run_tool, which parses less.
+        let mut parsed: Option<Value> = if wrapped {
+            None
+        } else {
+            serde_json::from_str(&args_raw).ok()
+        };
         let settle =
-            |name: &str, args_raw: &str, key: Option<String>, status: Status, text: String| Slot {
-                id: id.clone(),
-                name: Arc::from(name),
-                args_raw: Arc::from(args_raw),
-                key,
-                state: SlotState::Settled {
-                    status,
-                    text,
-                    images: Vec::new(),
-                },
+            |name: &str, args_raw: &str, key: Option<DedupeKey>, status: Status, text: String| {
+                Slot {
+                    id: id.clone(),
+                    name: Arc::from(name),
+                    args_raw: Arc::from(args_raw),
+                    key,
+                    state: SlotState::Settled {
+                        status,
+                        text,
+                        images: Vec::new(),
+                    },
+                }
             };
 
         // 1. Unwrap run_tool (no events on failure).
-        let wrapped = name == RUN_TOOL;
         if wrapped {
-            match self.unwrap_run_tool(parsed.take(), &args_raw) {
+            match self.unwrap_run_tool(&args_raw) {
                 Ok((inner, inner_raw, inner_parsed)) => {
                     name = inner;
                     args_raw = inner_raw;
@@ -268,24 +275,24 @@ impl RoundCx<'_> {
     #[allow(clippy::type_complexity)]
     fn unwrap_run_tool(
         &self,
-        parsed: Option<Value>,
         raw: &str,
     ) -> Result<(String, String, Option<Value>), (Status, String)> {
-        let mut outer = if raw.is_empty() {
-            Value::Object(Default::default())
+        // `args` stays raw text here and is parsed once below: parsing it into the outer
+        // object and printing it again cost more than the rest of the unwrap.
+        #[derive(serde::Deserialize, Default)]
+        struct Wrapped<'a> {
+            #[serde(default)]
+            name: Value,
+            #[serde(default, borrow)]
+            args: Option<&'a RawValue>,
+        }
+        let outer: Wrapped<'_> = if raw.is_empty() {
+            Wrapped::default()
         } else {
-            match parsed {
-                Some(v) => v,
-                None => {
-                    let err = serde_json::from_str::<Value>(raw)
-                        .err()
-                        .map(|e| e.to_string())
-                        .unwrap_or_default();
-                    return Err((Status::Invalid, format!("json Unmarshal: {err}")));
-                }
-            }
+            serde_json::from_str(raw)
+                .map_err(|e| (Status::Invalid, format!("json Unmarshal: {e}")))?
         };
-        let inner = normalise_name(outer.get("name").and_then(Value::as_str).unwrap_or(""));
+        let inner = normalise_name(outer.name.as_str().unwrap_or(""));
         if inner.is_empty() {
             return Err((Status::Invalid, "name is required".into()));
         }
@@ -309,17 +316,28 @@ impl RoundCx<'_> {
             }
             return Err((Status::NotFound, reason));
         }
-        let args = match outer.get_mut("args").map(Value::take) {
-            None | Some(Value::Null) => Value::Object(Default::default()),
+        let Some(args) = outer.args else {
+            return Ok((
+                inner,
+                "{}".to_string(),
+                Some(Value::Object(Default::default())),
+            ));
+        };
+        let text = args.get().trim();
+        let parsed: Option<Value> = serde_json::from_str(text).ok();
+        match parsed {
             // Some models send the inner arguments as a JSON string.
             Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-                Ok(v @ Value::Object(_)) => v,
-                _ => Value::String(s),
+                Ok(v @ Value::Object(_)) => Ok((inner, s.trim().to_string(), Some(v))),
+                _ => Ok((inner, text.to_string(), Some(Value::String(s)))),
             },
-            Some(v) => v,
-        };
-        let raw = serde_json::to_string(&args).unwrap_or_default();
-        Ok((inner, raw, Some(args)))
+            Some(Value::Null) => Ok((
+                inner,
+                "{}".to_string(),
+                Some(Value::Object(Default::default())),
+            )),
+            other => Ok((inner, text.to_string(), other)),
+        }
     }
 
     fn still_valid(&self, entry: &DedupeEntry, mutation_ahead: bool) -> bool {

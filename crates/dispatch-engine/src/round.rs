@@ -1,7 +1,7 @@
 //! The engine and one round: load state, pass 1 (pre-flight), pass 2 (execute), pass 3
 //! (commit), store. Each pass lives in its own file; this one holds what they share.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
 use crate::events::{Event, EventKind, EventLog};
 use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
@@ -185,7 +186,7 @@ pub(crate) struct Slot {
     pub name: Arc<str>,
     /// The argument text after unwrap.
     pub args_raw: Arc<str>,
-    pub key: Option<String>,
+    pub key: Option<DedupeKey>,
     pub state: SlotState,
 }
 
@@ -237,7 +238,7 @@ pub(crate) struct RoundCx<'e> {
     pub exclude: Arc<Exclude>,
     pub session: SessionSnapshot,
     pub run: RunSnapshot,
-    pub dedupe: HashMap<String, DedupeEntry>,
+    pub dedupe: KeyMap<DedupeEntry>,
     pub record: RoundRecord,
     pub newly_marked: BTreeSet<String>,
     pub todos: Option<Vec<Todo>>,
@@ -348,10 +349,10 @@ impl Engine {
             turn_allow_all: run.turn_allow_all,
             ..RoundRecord::default()
         };
-        let dedupe = run
-            .dedupe
-            .iter()
-            .map(|e| (e.key.clone(), e.clone()))
+        let mut run = run;
+        let dedupe = std::mem::take(&mut run.dedupe)
+            .into_iter()
+            .filter_map(|e| Some((DedupeKey::from_hex(&e.key)?, e)))
             .collect();
         let exclude = Arc::new(Exclude::new(req.exclude.iter().cloned()));
         let mut cx = RoundCx {

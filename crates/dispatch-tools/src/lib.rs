@@ -8,6 +8,8 @@ use serde_json::Value;
 
 pub mod math;
 pub mod planning;
+#[cfg(test)]
+mod test_support;
 
 /// The seed's 21 concurrent-tagged tools (seed §3); every other built-in runs serially.
 pub const SEED_CONCURRENT: [&str; 21] = [

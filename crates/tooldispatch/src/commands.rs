@@ -38,7 +38,7 @@ pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
         )
         .await
         .map_err(|e| CliError::failed(e.to_string()))?;
-    println!("{}", json!({"tools": tools, "turn_context": turn_context}));
+    crate::print_line(&json!({"tools": tools, "turn_context": turn_context}).to_string());
     Ok(())
 }
 
@@ -108,8 +108,8 @@ async fn dispatch(
 
 fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {
     if report {
-        println!("{}", outcome.report());
+        crate::print_line(&outcome.report().to_string());
     } else {
-        println!("{}", Value::Array(outcome.render(provider)));
+        crate::print_line(&Value::Array(outcome.render(provider)).to_string());
     }
 }

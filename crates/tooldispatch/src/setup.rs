@@ -58,7 +58,10 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         ))
     })?;
     let url = store_url(common.store.as_deref().or(default_store));
-    let store = dispatch_store::open(&url).map_err(|e| CliError::failed(e.to_string()))?;
+    let store = dispatch_store::open(&url).map_err(|e| match e {
+        dispatch_store::StoreError::BadUrl { .. } => CliError::input(e.to_string()),
+        other => CliError::failed(other.to_string()),
+    })?;
     let confirmer: Arc<dyn Confirmer> = match common.approve {
         Approve::None => Arc::new(Headless),
         Approve::All => Arc::new(ApproveAll),

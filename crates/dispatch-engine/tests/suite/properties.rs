@@ -158,7 +158,7 @@ fn changed(v: &Value) -> Value {
 
 fn key_of(name: &str, text: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(text).ok();
-    dedupe_key(name, parsed.as_ref(), text)
+    dedupe_key(name, parsed.as_ref(), text).to_hex()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -62,3 +62,84 @@ impl Tool for Calculate {
         Ok(ToolOutput::text(Value::Object(results).to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use dispatch_engine::Status;
+    use pretty_assertions::assert_eq;
+    use serde_json::{Value, json};
+
+    use crate::test_support::*;
+
+    #[tokio::test]
+    async fn one_bad_expression_leaves_the_others_their_results() {
+        let h = Harness::new();
+        h.select("s", "calculate").await;
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![run_tool(
+                    "c1",
+                    "calculate",
+                    json!({"expressions": ["2^10", "1/0", "(1 + 2) * 3", "2 +"]}),
+                )],
+            )
+            .await;
+        assert_eq!(out.results[0].status, Status::Ok);
+        let body = out.results[0].content.strip_prefix("[calculate] ").unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(body).unwrap(),
+            json!({
+                "2^10": "1024",
+                "1/0": "error: division by zero or undefined result",
+                "(1 + 2) * 3": "9",
+                "2 +": "error: operator \"+\" at position 3 has no value on its right"
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_or_oversized_batch_is_refused_by_the_schema() {
+        let h = Harness::new();
+        h.select("s", "calculate").await;
+        let many: Vec<String> = (0..65).map(|i| i.to_string()).collect();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![
+                    run_tool("c1", "calculate", json!({"expressions": []})),
+                    run_tool("c2", "calculate", json!({"expressions": many})),
+                ],
+            )
+            .await;
+        let statuses: Vec<Status> = out.results.iter().map(|r| r.status).collect();
+        assert_eq!(statuses, [Status::Invalid, Status::Invalid]);
+        assert_eq!(
+            out.results[0].content,
+            "tool=calculate failed: invalid arguments: /expressions: [] has less than 1 item"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_direct_call_is_refused_because_calculate_is_deferred() {
+        let h = Harness::new();
+        h.select("s", "calculate").await;
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call("c1", "calculate", json!({"expressions": ["1+1"]}))],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Refused,
+                "tool=calculate failed: calculate is not callable directly. Fetch its schema with find_tools, then call run_tool(name=calculate, args=...)."
+            )]
+        );
+    }
+}

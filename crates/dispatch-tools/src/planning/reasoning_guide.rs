@@ -59,3 +59,65 @@ impl Tool for ReasoningGuide {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use dispatch_engine::{Status, Tool};
+    use pretty_assertions::assert_eq;
+    use serde_json::{Value, json};
+
+    use super::ReasoningGuide;
+    use crate::planning::guides::GUIDES;
+    use crate::test_support::*;
+
+    #[tokio::test]
+    async fn every_topic_returns_its_guide() {
+        let h = Harness::new();
+        let calls = GUIDES
+            .iter()
+            .map(|(topic, _)| call(topic, "reasoning_guide", json!({"topic": topic})))
+            .collect();
+        let out = h.round("s", "r", calls).await;
+        let expected: Vec<_> = GUIDES
+            .iter()
+            .map(|(topic, text)| {
+                result(
+                    topic,
+                    Status::Ok,
+                    &format!("[reasoning_guide] {}", text.trim()),
+                )
+            })
+            .collect();
+        assert_eq!(results(&out), expected);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_topic_is_invalid_through_the_schema_enum() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call("c1", "reasoning_guide", json!({"topic": "nope"}))],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Invalid,
+                "tool=reasoning_guide failed: invalid arguments: /topic: \"nope\" is not one of \"tool_error\", \"targeted_read\" or 7 other candidates"
+            )]
+        );
+    }
+
+    #[test]
+    fn the_topic_enum_lists_every_guide_in_order() {
+        let tool = ReasoningGuide::new();
+        let topics: Vec<Value> = GUIDES.iter().map(|(t, _)| json!(t)).collect();
+        assert_eq!(
+            tool.spec().parameters["properties"]["topic"]["enum"],
+            Value::Array(topics)
+        );
+    }
+}

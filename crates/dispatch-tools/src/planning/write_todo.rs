@@ -124,3 +124,250 @@ impl Tool for WriteTodo {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use dispatch_engine::{EventKind, Status};
+    use dispatch_store::{Todo, TodoStatus};
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use crate::test_support::*;
+
+    fn todo(content: &str, status: TodoStatus, active_form: Option<&str>) -> Todo {
+        Todo {
+            content: content.to_string(),
+            status,
+            active_form: active_form.map(str::to_string),
+        }
+    }
+
+    const NEXT: &str = "next: once a different fix works, call write_error(tool_name=\"write_todo\", keywords=[...], symptom=..., action=..., outcome=\"resolved\") so the next run finds it";
+
+    #[tokio::test]
+    async fn the_summary_counts_done_in_progress_and_pending_steps() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call(
+                    "c1",
+                    "write_todo",
+                    json!({"todos": [
+                        {"content": "Read the code", "status": "completed"},
+                        {"content": "Write the tests", "status": "in_progress", "active_form": "Writing the tests"},
+                        {"content": "Fix the bugs", "status": "pending"}
+                    ]}),
+                )],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Ok,
+                "[write_todo] checklist saved: 3 step(s) — 1 done, 1 in progress, 1 pending"
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn two_steps_in_progress_are_refused_naming_both() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call(
+                    "c1",
+                    "write_todo",
+                    json!({"todos": [
+                        {"content": "Write the tests", "status": "in_progress"},
+                        {"content": "Read the code", "status": "completed"},
+                        {"content": "Fix the bugs", "status": "in_progress"}
+                    ]}),
+                )],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Failed,
+                &format!(
+                    "[write_todo] tool=write_todo failed: at most one step may be in_progress, found 2 (Write the tests; Fix the bugs); keep one in_progress and set the others to pending or completed\n{NEXT}"
+                )
+            )]
+        );
+        // A refused list is not saved.
+        assert_eq!(events_of(&out.events, "TodoUpdate").len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_step_without_a_status_is_pending() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call(
+                    "c1",
+                    "write_todo",
+                    json!({"todos": [
+                        {"content": "Omitted"},
+                        {"content": "Null", "status": null, "active_form": "  "}
+                    ]}),
+                )],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Ok,
+                "[write_todo] checklist saved: 2 step(s) — 0 done, 0 in progress, 2 pending"
+            )]
+        );
+        let (snapshot, _) = h.store.load("s", "").await.unwrap();
+        assert_eq!(
+            snapshot.todos,
+            [
+                todo("Omitted", TodoStatus::Pending, None),
+                todo("Null", TodoStatus::Pending, None),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_list_is_refused_by_the_schema() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call("c1", "write_todo", json!({"todos": []}))],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Invalid,
+                "tool=write_todo failed: invalid arguments: /todos: [] has less than 1 item"
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_blank_step_is_refused_naming_its_index() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call(
+                    "c1",
+                    "write_todo",
+                    json!({"todos": [{"content": "Real step"}, {"content": "   "}]}),
+                )],
+            )
+            .await;
+        assert_eq!(
+            results(&out),
+            [result(
+                "c1",
+                Status::Failed,
+                &format!(
+                    "[write_todo] tool=write_todo failed: todos[1].content is empty; every step needs a short description\n{NEXT}"
+                )
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_saved_list_is_sent_as_a_todo_update_event() {
+        let h = Harness::new();
+        let out = h
+            .round(
+                "s",
+                "r",
+                vec![call(
+                    "c1",
+                    "write_todo",
+                    json!({"todos": [
+                        {"content": "  Write the tests ", "status": "in_progress", "active_form": " Writing the tests "},
+                        {"content": "Ship it"}
+                    ]}),
+                )],
+            )
+            .await;
+        let updates: Vec<Vec<Todo>> = events_of(&out.events, "TodoUpdate")
+            .into_iter()
+            .map(|kind| match kind {
+                EventKind::TodoUpdate { todos } => todos.clone(),
+                other => panic!("not a TodoUpdate: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            updates,
+            [vec![
+                todo(
+                    "Write the tests",
+                    TodoStatus::InProgress,
+                    Some("Writing the tests")
+                ),
+                todo("Ship it", TodoStatus::Pending, None),
+            ]]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_list_persists_in_the_session_across_runs() {
+        let h = Harness::new();
+        let list = json!({"todos": [
+            {"content": "Plan", "status": "completed"},
+            {"content": "Build", "status": "in_progress"}
+        ]});
+        h.round("s", "r1", vec![call("c1", "write_todo", list)])
+            .await;
+        // A later run that does not write the list, and one whose write is refused.
+        h.round(
+            "s",
+            "r2",
+            vec![call(
+                "c2",
+                "reasoning_guide",
+                json!({"topic": "write_todo"}),
+            )],
+        )
+        .await;
+        let refused = h
+            .round(
+                "s",
+                "r3",
+                vec![call(
+                    "c3",
+                    "write_todo",
+                    json!({"todos": [
+                        {"content": "A", "status": "in_progress"},
+                        {"content": "B", "status": "in_progress"}
+                    ]}),
+                )],
+            )
+            .await;
+        assert_eq!(refused.results[0].status, Status::Failed);
+        let (snapshot, _) = h.store.load("s", "r4").await.unwrap();
+        let (other, _) = h.store.load("t", "r1").await.unwrap();
+        assert_eq!(
+            (snapshot.todos, other.todos),
+            (
+                vec![
+                    todo("Plan", TodoStatus::Completed, None),
+                    todo("Build", TodoStatus::InProgress, None),
+                ],
+                vec![]
+            )
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! A real engine over the built-in tools and a memory store, for the tools' unit tests: a
+//! `ToolContext` can only be built by the engine, so tools are called through rounds.
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+
+use dispatch_engine::{
+    Engine, EngineConfig, Event, EventKind, Headless, Provider, RawCall, RoundOutcome,
+    RoundRequest, Status,
+};
+use dispatch_store::SessionStore;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// An engine with every built-in tool, a `memory:` store, no confirmer and its own work directory.
+pub struct Harness {
+    pub engine: Engine,
+    pub store: Arc<dyn SessionStore>,
+    _workdir: TempDir,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let workdir = tempfile::tempdir().unwrap();
+        let store = dispatch_store::open("memory:").unwrap();
+        let engine = Engine::new(
+            crate::builtin_registry().unwrap(),
+            store.clone(),
+            Arc::new(Headless),
+            EngineConfig::new(workdir.path()),
+        )
+        .unwrap();
+        Harness {
+            engine,
+            store,
+            _workdir: workdir,
+        }
+    }
+
+    /// One OpenAI round of these calls.
+    pub async fn round(&self, session: &str, run: &str, calls: Vec<RawCall>) -> RoundOutcome {
+        self.engine
+            .round(RoundRequest::new(session, run, Provider::OpenAi, calls))
+            .await
+            .unwrap()
+    }
+
+    /// Fetch these schemas (`find_tools(query="select:NAMES")`) so run_tool runs them.
+    pub async fn select(&self, session: &str, names: &str) {
+        let out = self
+            .round(
+                session,
+                "select",
+                vec![call(
+                    "select",
+                    "find_tools",
+                    json!({"query": format!("select:{names}")}),
+                )],
+            )
+            .await;
+        assert_eq!(
+            out.results[0].status,
+            Status::Ok,
+            "{}",
+            out.results[0].content
+        );
+    }
+}
+
+/// A direct call.
+pub fn call(id: &str, name: &str, args: Value) -> RawCall {
+    RawCall {
+        id: id.to_string(),
+        name: name.to_string(),
+        arguments: args.to_string(),
+    }
+}
+
+/// `run_tool(name, args)`.
+pub fn run_tool(id: &str, name: &str, args: Value) -> RawCall {
+    call(id, "run_tool", json!({"name": name, "args": args}))
+}
+
+/// `(tool_call_id, status, content)` of every result, in call order.
+pub fn results(out: &RoundOutcome) -> Vec<(String, Status, String)> {
+    out.results
+        .iter()
+        .map(|r| (r.tool_call_id.clone(), r.status, r.content.clone()))
+        .collect()
+}
+
+pub fn result(id: &str, status: Status, content: &str) -> (String, Status, String) {
+    (id.to_string(), status, content.to_string())
+}
+
+/// The kinds of the round's events of one type (`"TodoUpdate"`, ...).
+pub fn events_of<'a, E: Borrow<Event>>(events: &'a [E], kind: &str) -> Vec<&'a EventKind> {
+    events
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|e| serde_json::to_value(e).unwrap()["type"] == kind)
+        .map(|e| &e.kind)
+        .collect()
+}

@@ -1,0 +1,124 @@
+//! `tooldispatch bench`: one JSON line per n with the keys of DESIGN §5. Timings are printed,
+//! never asserted.
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// The keys of DESIGN §5 whose values are measurements (numbers, not compared).
+const TIMINGS: [&str; 3] = ["round_us_median", "per_call_us_median", "wall_ms_median"];
+
+/// Each line with the timings checked to be numbers ≥ 0 and then dropped, keeping the
+/// contract's other keys.
+fn bench_lines(output: &std::process::Output) -> Vec<Value> {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let value: Value = serde_json::from_str(line).unwrap();
+            for key in TIMINGS {
+                let ms = value[key]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{key} is not a number: {line}"));
+                assert!(ms >= 0.0, "{line}");
+            }
+            json!({
+                "bench": value["bench"],
+                "n": value["n"],
+                "max_inflight": value["max_inflight"],
+                "results_in_call_order": value["results_in_call_order"],
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn bench_overhead_prints_one_line_per_n_within_the_bound() {
+    let td = Td::new();
+    let output = td
+        .bare()
+        .args(["bench", "overhead", "--n", "1,4", "--reps", "5"])
+        .output()
+        .unwrap();
+    let bound = dispatch_engine::default_max_concurrent();
+    let lines = bench_lines(&output);
+    // No-op calls may or may not overlap; never more than the bound, never none.
+    let inflight: Vec<u64> = lines
+        .iter()
+        .map(|l| l["max_inflight"].as_u64().unwrap())
+        .collect();
+    assert!(
+        inflight.iter().all(|&m| (1..=bound as u64).contains(&m)),
+        "{inflight:?} not within 1..={bound}"
+    );
+    let without_inflight: Vec<Value> = lines
+        .into_iter()
+        .map(|mut l| {
+            l.as_object_mut().unwrap().remove("max_inflight");
+            l
+        })
+        .collect();
+    assert_eq!(
+        without_inflight,
+        vec![
+            json!({"bench": "overhead", "n": 1, "results_in_call_order": true}),
+            json!({"bench": "overhead", "n": 4, "results_in_call_order": true}),
+        ]
+    );
+}
+
+#[test]
+fn bench_sleep_runs_exactly_max_concurrent_calls_at_once() {
+    let td = Td::new();
+    let output = td
+        .bare()
+        .args([
+            "bench",
+            "sleep",
+            "--n",
+            "4",
+            "--sleep-ms",
+            "20",
+            "--reps",
+            "1",
+            "--max-concurrent",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bench_lines(&output),
+        vec![json!({"bench": "sleep", "n": 4, "max_inflight": 2, "results_in_call_order": true})]
+    );
+}
+
+#[test]
+fn bench_sleep_honours_the_max_concurrent_env() {
+    let td = Td::new();
+    let output = td
+        .bare()
+        .env("TOOLDISPATCH_MAX_CONCURRENT_TOOLS", "1")
+        .args([
+            "bench",
+            "sleep",
+            "--n",
+            "4",
+            "--sleep-ms",
+            "20",
+            "--reps",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bench_lines(&output),
+        vec![json!({"bench": "sleep", "n": 4, "max_inflight": 1, "results_in_call_order": true})]
+    );
+}

@@ -1,0 +1,578 @@
+//! `tooldispatch round` and `tooldispatch tools` as a user runs them (DESIGN §5): wire formats,
+//! state across invocations, the round report, exit codes, rules and client tools.
+
+use dispatch_engine::Provider;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+fn tool_message(id: &str, content: &str) -> Value {
+    json!({"role": "tool", "tool_call_id": id, "content": content})
+}
+
+#[test]
+fn quick_start_select_then_run_tool_calculates_in_openai_format() {
+    let td = Td::new();
+    let found = td.round("s", "r", &[], &select("c1", "calculate"));
+    let content = found[0]["content"].as_str().unwrap();
+    let injected: Value = serde_json::from_str(
+        content
+            .strip_prefix("[find_tools] ")
+            .unwrap_or_else(|| panic!("no [find_tools] prefix: {content}")),
+    )
+    .unwrap();
+    assert_eq!(
+        (found[0]["role"].clone(), found[0]["tool_call_id"].clone()),
+        (json!("tool"), json!("c1"))
+    );
+    assert_eq!(found.as_array().unwrap().len(), 1);
+    assert_eq!(
+        injected,
+        json!({
+            "injected": [{
+                "name": "calculate",
+                "description": "Evaluate arithmetic exactly instead of doing it in your head: + - * / ^ %, parentheses, sqrt, exp, ln, log, sin, cos, tan, abs, floor, ceil, round, PI, E. Send several expressions at once; returns a JSON object mapping each expression to its result or to \"error: ...\".",
+                "parameters": {
+                    "type": "object",
+                    "description": "Evaluate arithmetic expressions.",
+                    "additionalProperties": false,
+                    "properties": {"expressions": {
+                        "description": "Expressions such as \"2^10 / 3\" or \"sqrt(2) * PI\"; numbers only, no variables.",
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "minItems": 1,
+                        "maxItems": 64
+                    }},
+                    "required": ["expressions"]
+                }
+            }],
+            "query": "select:calculate",
+            "total_tools": 5
+        })
+    );
+
+    let calculated = td.round("s", "r", &[], &calculate_reply("c2"));
+    assert_eq!(
+        calculated,
+        json!([tool_message("c2", &format!("[calculate] {CALCULATED}"))])
+    );
+}
+
+#[test]
+fn same_session_and_run_across_invocations_dedupe_and_a_new_run_executes_again() {
+    let td = Td::new();
+    td.round("s", "r1", &[], &select("c1", "calculate"));
+    let first = td.round("s", "r1", &[], &calculate_reply("c2"));
+    let repeated = td.round("s", "r1", &[], &calculate_reply("c3"));
+    let new_run = td.round("s", "r2", &[], &calculate_reply("c4"));
+    assert_eq!(
+        [first, repeated, new_run],
+        [
+            json!([tool_message("c2", &format!("[calculate] {CALCULATED}"))]),
+            // The earlier result, without the `[name] ` prefix: nothing ran.
+            json!([tool_message("c3", CALCULATED)]),
+            json!([tool_message("c4", &format!("[calculate] {CALCULATED}"))]),
+        ]
+    );
+}
+
+#[test]
+fn a_tool_marked_in_one_invocation_stays_marked_in_later_runs() {
+    let td = Td::new();
+    // Unmarked: run_tool returns the schema instead of running, and marks the tool.
+    let unmarked = td.report("s", "r1", &[], &calculate_reply("c1"));
+    let content = unmarked["results"][0]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("[calculate] tool schema below. Re-invoke run_tool(name=calculate) with the correct arguments — the previous call was made before its schema was fetched.\n{\"injected\":"),
+        "{content}"
+    );
+    // Another process, another run of the same session: the mark persisted, so it runs.
+    let marked = td.report("s", "r2", &[], &calculate_reply("c2"));
+    // Another session has not seen the schema.
+    let other = td.report("t", "r1", &[], &calculate_reply("c3"));
+    assert_eq!(
+        [statuses(&unmarked), statuses(&marked), statuses(&other)],
+        [
+            pairs(&[("c1", "needs_schema")]),
+            pairs(&[("c2", "ok")]),
+            pairs(&[("c3", "needs_schema")]),
+        ]
+    );
+}
+
+#[test]
+fn report_numbers_rounds_per_run_and_lists_results_events_and_pending() {
+    let td = Td::new();
+    let first = td.report("s1", "r1", &[], &select("c1", "calculate"));
+    let second = td.report("s1", "r1", &[], &calculate_reply("c2"));
+    let deduped = td.report("s1", "r1", &[], &calculate_reply("c3"));
+    let next_run = td.report("s1", "r2", &[], &calculate_reply("c4"));
+    let header = |r: &Value| {
+        (
+            r["session"].clone(),
+            r["run"].clone(),
+            r["round"].clone(),
+            r["pending"].clone(),
+        )
+    };
+    assert_eq!(
+        [&first, &deduped, &next_run].map(header),
+        [
+            (json!("s1"), json!("r1"), json!(1), Value::Null),
+            (json!("s1"), json!("r1"), json!(3), Value::Null),
+            (json!("s1"), json!("r2"), json!(1), Value::Null),
+        ]
+    );
+    let args = CALCULATE_ARGS;
+    let result = format!("[calculate] {CALCULATED}");
+    assert_eq!(
+        timeless(second),
+        json!({
+            "session": "s1",
+            "run": "r1",
+            "round": 2,
+            "results": [{
+                "tool_call_id": "c2",
+                "name": "calculate",
+                "status": "ok",
+                "is_error": false,
+                "content": result,
+                "started_ms": "<ms>",
+                "ended_ms": "<ms>"
+            }],
+            "events": [
+                {"type": "ToolCall", "tool_id": "c2", "tool_name": "calculate", "tool_args": args, "at_ms": "<ms>"},
+                {"type": "ToolCallStart", "tool_id": "c2", "tool_name": "calculate", "at_ms": "<ms>"},
+                {"type": "ToolCallText", "tool_id": "c2", "tool_name": "calculate", "text": CALCULATED, "at_ms": "<ms>"},
+                {"type": "ToolCallEnd", "tool_id": "c2", "tool_name": "calculate", "at_ms": "<ms>"},
+                {"type": "ToolResult", "tool_id": "c2", "tool_name": "calculate", "tool_args": args,
+                 "status": "ok", "result": result, "at_ms": "<ms>"}
+            ],
+            "pending": null
+        })
+    );
+    // A dedupe hit did not run: no times, and only its ToolResult event.
+    assert_eq!(
+        timeless(deduped)["results"],
+        json!([{
+            "tool_call_id": "c3",
+            "name": "calculate",
+            "status": "deduped",
+            "is_error": false,
+            "content": CALCULATED,
+            "started_ms": null,
+            "ended_ms": null
+        }])
+    );
+}
+
+#[test]
+fn anthropic_gets_one_user_message_of_tool_results_with_is_error_only_on_failures() {
+    let td = Td::new();
+    let reply = json!({
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Planning."},
+            {"type": "tool_use", "id": "toolu_1", "name": "write_todo",
+             "input": {"todos": [{"content": "a"}]}},
+            {"type": "tool_use", "id": "toolu_2", "name": "write_todo",
+             "input": {"todos": [{"content": "x", "status": "in_progress"}, {"content": "y", "status": "in_progress"}]}},
+            {"type": "tool_use", "id": "toolu_3", "name": "write_todo", "input": {"todos": []}}
+        ]
+    });
+    let out = td.round("s", "r", &["--provider", "anthropic"], &reply.to_string());
+    assert_eq!(
+        out,
+        json!([{
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1",
+                 "content": "[write_todo] checklist saved: 1 step(s) — 0 done, 0 in progress, 1 pending"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+                 "content": "[write_todo] tool=write_todo failed: at most one step may be in_progress, found 2 (x; y); keep one in_progress and set the others to pending or completed\nnext: once a different fix works, call write_error(tool_name=\"write_todo\", keywords=[...], symptom=..., action=..., outcome=\"resolved\") so the next run finds it"},
+                {"type": "tool_result", "tool_use_id": "toolu_3", "is_error": true,
+                 "content": "tool=write_todo failed: invalid arguments: /todos: [] has less than 1 item"}
+            ]
+        }])
+    );
+}
+
+#[test]
+fn claude_code_reads_tool_call_tags_from_the_text() {
+    let td = Td::new();
+    let cc = ["--provider", "claude-code"];
+    let found = td.report(
+        "s",
+        "r",
+        &cc,
+        "I'll fetch the schema first.\n<tool_call name=\"find_tools\">{\"query\": \"select:calculate\"}</tool_call>\n",
+    );
+    assert_eq!(statuses(&found), pairs(&[("call_1", "ok")]));
+    let reply = format!(
+        "Now both:\n<tool_call name=\"calculate\">{CALCULATE_ARGS}</tool_call>\nand\n<tool_call name=\"calculate\">{{\"expressions\": [\"1+1\"]}}</tool_call>"
+    );
+    let out = td.round("s", "r", &cc, &reply);
+    assert_eq!(
+        out,
+        json!([{
+            "role": "user",
+            "content": format!(
+                "<tool_result name=\"calculate\">\n[calculate] {CALCULATED}\n</tool_result>\n<tool_result name=\"calculate\">\n[calculate] {{\"1+1\":\"2\"}}\n</tool_result>"
+            )
+        }])
+    );
+}
+
+#[test]
+fn claude_code_marks_a_failure_with_is_error() {
+    let td = Td::new();
+    let cc = ["--provider", "claude-code"];
+    // Every tool but find_tools starts unmarked for claude-code: the first call gets the schema.
+    let first = td.report(
+        "s",
+        "r",
+        &cc,
+        "<tool_call name=\"write_todo\">{\"todos\": []}</tool_call>",
+    );
+    assert_eq!(statuses(&first), pairs(&[("call_1", "needs_schema")]));
+    let out = td.round(
+        "s",
+        "r",
+        &cc,
+        "<tool_call name=\"write_todo\">{\"todos\": []}</tool_call>",
+    );
+    assert_eq!(
+        out,
+        json!([{
+            "role": "user",
+            "content": "<tool_result name=\"write_todo\" is_error=\"true\">\ntool=write_todo failed: invalid arguments: /todos: [] has less than 1 item\n</tool_result>"
+        }])
+    );
+}
+
+/// The exit code, stdout and stderr of `round` with this input.
+fn round_failure(td: &Td, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+    let output = td.cmd(args).write_stdin(stdin).output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn an_unparseable_reply_exits_2_with_one_line_naming_the_problem() {
+    let td = Td::new();
+    assert_eq!(
+        round_failure(&td, &["round", "--session", "s"], "not json"),
+        (
+            Some(2),
+            String::new(),
+            "tooldispatch: cannot read the openai reply: the reply is not valid JSON: expected ident at line 1 column 2\n".to_string()
+        )
+    );
+}
+
+#[test]
+fn an_unknown_provider_exits_2_naming_the_provider() {
+    let td = Td::new();
+    let (code, stdout, stderr) = round_failure(
+        &td,
+        &["round", "--session", "s", "--provider", "nope"],
+        &calculate_reply("c1"),
+    );
+    assert_eq!(
+        (code, stdout, stderr.lines().next().unwrap_or("")),
+        (
+            Some(2),
+            String::new(),
+            "tooldispatch: invalid value 'nope' for '--provider <PROVIDER>': unknown provider \"nope\"; use one of: openai, anthropic, claude-code (see tooldispatch --help)"
+        )
+    );
+}
+
+#[test]
+fn a_missing_session_exits_2_naming_the_option() {
+    let td = Td::new();
+    let (code, stdout, stderr) = round_failure(&td, &["round"], &calculate_reply("c1"));
+    assert_eq!((code, stdout.as_str()), (Some(2), ""));
+    assert_eq!(
+        stderr,
+        "tooldispatch: the following required arguments were not provided: --session <SESSION> (see tooldispatch --help)\n"
+    );
+}
+
+#[test]
+fn usage_errors_print_a_single_line_on_stderr() {
+    let td = Td::new();
+    for args in [
+        &["round", "--session", "s", "--provider", "nope"][..],
+        &["round"][..],
+    ] {
+        let (code, _, stderr) = round_failure(&td, args, &calculate_reply("c1"));
+        assert_eq!(
+            (code, stderr.lines().count()),
+            (Some(2), 1),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn failing_tools_are_results_and_exit_0() {
+    let td = Td::new();
+    td.round("s", "r", &[], &select("c0", "calculate"));
+    let reply = openai(&[
+        (
+            "c1",
+            "run_tool",
+            run_tool("calculate", json!({"expressions": ["1/0"]})),
+        ),
+        (
+            "c2",
+            "write_todo",
+            json!({"todos": [{"content": "x", "status": "in_progress"}, {"content": "y", "status": "in_progress"}]}),
+        ),
+        (
+            "c3",
+            "run_tool",
+            run_tool("calculate", json!({"expressions": []})),
+        ),
+    ]);
+    // `report` asserts exit 0.
+    let report = td.report("s", "r", &[], &reply);
+    let results: Vec<(Value, Value, Value)> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["status"].clone(),
+                r["is_error"].clone(),
+                r["content"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![
+            (
+                json!("ok"),
+                json!(false),
+                json!("[calculate] {\"1/0\":\"error: division by zero or undefined result\"}")
+            ),
+            (
+                json!("failed"),
+                json!(true),
+                json!(
+                    "[write_todo] tool=write_todo failed: at most one step may be in_progress, found 2 (x; y); keep one in_progress and set the others to pending or completed\nnext: once a different fix works, call write_error(tool_name=\"write_todo\", keywords=[...], symptom=..., action=..., outcome=\"resolved\") so the next run finds it"
+                )
+            ),
+            (
+                json!("invalid"),
+                json!(true),
+                json!(
+                    "tool=calculate failed: invalid arguments: /expressions: [] has less than 1 item"
+                )
+            ),
+        ]
+    );
+}
+
+/// The tools array entries a provider format gives the registered tool `name`.
+fn declared(name: &str, provider: Provider, stub: bool) -> Value {
+    let registry = dispatch_tools::builtin_registry().unwrap();
+    let spec = registry.get(name).unwrap().spec();
+    let parameters = if stub {
+        json!({"type": "object", "properties": {}})
+    } else {
+        spec.parameters.clone()
+    };
+    match provider {
+        Provider::OpenAi => json!({"type": "function", "function": {
+            "name": name, "description": spec.description, "parameters": parameters}}),
+        _ => json!({"name": name, "description": spec.description, "parameters": parameters}),
+    }
+}
+
+#[test]
+fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
+    let td = Td::new();
+    let out = td.tools("s", &["--provider", "openai"]);
+    let core = ["find_tools", "reasoning_guide", "run_tool", "write_todo"];
+    assert_eq!(
+        out,
+        json!({
+            "tools": core.map(|n| declared(n, Provider::OpenAi, false)),
+            "turn_context": format!(
+                "Work directory: {}\nTools (call through run_tool): calculate, reasoning_guide, write_todo",
+                td.workdir().display()
+            )
+        })
+    );
+}
+
+#[test]
+fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
+    let td = Td::new();
+    let cc = ["--provider", "claude-code"];
+    let before = td.tools("s", &cc);
+    td.round(
+        "s",
+        "r",
+        &cc,
+        "<tool_call name=\"find_tools\">{\"query\": \"select:calculate\"}</tool_call>",
+    );
+    let after = td.tools("s", &cc);
+    let cc_tools = |calculate_stub: bool| {
+        json!([
+            declared("calculate", Provider::ClaudeCode, calculate_stub),
+            declared("find_tools", Provider::ClaudeCode, false),
+            declared("reasoning_guide", Provider::ClaudeCode, true),
+            declared("write_todo", Provider::ClaudeCode, true),
+        ])
+    };
+    // claude-code calls every tool directly: no run_tool, so no deferred listing.
+    let context = format!("Work directory: {}", td.workdir().display());
+    assert_eq!(
+        [before, after],
+        [
+            json!({"tools": cc_tools(true), "turn_context": context}),
+            json!({"tools": cc_tools(false), "turn_context": context}),
+        ]
+    );
+}
+
+#[test]
+fn approve_none_declines_a_call_that_asks_with_the_headless_reason() {
+    let td = Td::new();
+    // No built-in tool asks yet; an ask rule makes calculate ask.
+    td.rules("ask calculate\n");
+    td.round("s", "r", &[], &select("c1", "calculate"));
+    let declined = td.report("s", "r", &[], &calculate_reply("c2"));
+    let approved = td.round("s", "r", &["--approve", "all"], &calculate_reply("c3"));
+    assert_eq!(
+        timeless(declined)["results"],
+        json!([{
+            "tool_call_id": "c2",
+            "name": "calculate",
+            "status": "declined",
+            "is_error": true,
+            "content": "Not run: this call needs the user's approval (the rule `ask calculate` asks for it), and no one is available to approve it (the dispatcher runs without a confirmer; the user can allow such calls with a rule in .tooldispatch/rules or --approve). Continue without it, or use ask_user to agree on another approach.",
+            "started_ms": null,
+            "ended_ms": null
+        }])
+    );
+    // A declined call is not remembered: with an approver it runs.
+    assert_eq!(
+        approved,
+        json!([tool_message("c3", &format!("[calculate] {CALCULATED}"))])
+    );
+}
+
+#[test]
+fn a_deny_rule_refuses_the_call_naming_the_rule_and_its_line() {
+    let td = Td::new();
+    td.rules("# arithmetic is done by hand here\ndeny calculate\n");
+    td.round("s", "r", &[], &select("c1", "calculate"));
+    // Even an approver cannot override a deny rule.
+    let out = td.round("s", "r", &["--approve", "all"], &calculate_reply("c2"));
+    assert_eq!(
+        out,
+        json!([tool_message(
+            "c2",
+            "tool=calculate failed: refused by the rule `deny calculate` (line 2 of .tooldispatch/rules). Do not retry it; continue without it, or use ask_user if the user should change the rule."
+        )])
+    );
+}
+
+#[test]
+fn a_bad_rules_line_is_linted_on_stderr_and_the_round_still_runs() {
+    let td = Td::new();
+    td.rules("permit calculate\nallow write_todo\n");
+    let reply = openai(&[("c1", "write_todo", json!({"todos": [{"content": "a"}]}))]);
+    let output = td
+        .cmd(&["round", "--session", "s"])
+        .write_stdin(reply)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(output.stderr.clone()).unwrap(),
+        "tooldispatch: .tooldispatch/rules: line 1: unknown verb \"permit\"; use allow, ask or deny\n"
+    );
+    assert_eq!(
+        stdout_json(&output),
+        json!([tool_message(
+            "c1",
+            "[write_todo] checklist saved: 1 step(s) — 0 done, 0 in progress, 1 pending"
+        )])
+    );
+}
+
+#[test]
+fn client_tools_are_handed_back_and_left_out_of_the_wire_output() {
+    let td = Td::new();
+    let file = td.file(
+        "client.json",
+        r#"[{"name": "open_browser", "description": "Open a page in the user's browser",
+             "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]"#,
+    );
+    let file = file.to_str().unwrap();
+    let reply = openai(&[
+        ("c1", "write_todo", json!({"todos": [{"content": "a"}]})),
+        ("c2", "open_browser", json!({"url": "https://example.com"})),
+    ]);
+    let not_run = "tool=write_todo failed: not run — this reply also called the client tool open_browser, which the caller runs itself, so nothing else in the reply was run. Call write_todo again in your next reply if you still need it.";
+    let wire = td.round("s", "r1", &["--client-tools", file], &reply);
+    assert_eq!(wire, json!([tool_message("c1", not_run)]));
+
+    let report = td.report("s", "r2", &["--client-tools", file], &reply);
+    assert_eq!(
+        timeless(report)["results"],
+        json!([
+            {"tool_call_id": "c1", "name": "write_todo", "status": "not_run", "is_error": true,
+             "content": not_run, "started_ms": null, "ended_ms": null},
+            {"tool_call_id": "c2", "name": "open_browser", "status": "client", "is_error": false,
+             "content": "", "started_ms": null, "ended_ms": null}
+        ])
+    );
+
+    // The client tool joins the tools array, after the built-in core tools.
+    let tools = td.tools("s", &["--client-tools", file]);
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "find_tools",
+            "reasoning_guide",
+            "run_tool",
+            "write_todo",
+            "open_browser"
+        ]
+    );
+}
+
+#[test]
+fn without_store_the_default_store_lives_under_xdg_data_home() {
+    let td = Td::new();
+    let mut cmd = td.bare();
+    cmd.args(["round", "--session", "s", "--workdir"])
+        .arg(td.workdir())
+        .write_stdin(openai(&[(
+            "c1",
+            "write_todo",
+            json!({"todos": [{"content": "a"}]}),
+        )]));
+    stdout_json(&cmd.output().unwrap());
+    assert!(
+        td.data_dir().join("tooldispatch/store.db").is_file(),
+        "no store.db under {}",
+        td.data_dir().display()
+    );
+}

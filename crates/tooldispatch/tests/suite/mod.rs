@@ -1,0 +1,4 @@
+mod bench;
+mod cli;
+mod replay;
+pub mod support;

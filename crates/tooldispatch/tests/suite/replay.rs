@@ -1,0 +1,104 @@
+//! `tooldispatch replay FILE.jsonl`: one result array (or report) per reply; `{"new_run": true}`
+//! starts a new run.
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+fn todo_reply(id: &str) -> String {
+    openai(&[(id, "write_todo", json!({"todos": [{"content": "a"}]}))])
+}
+
+/// Three replies with the same call; the third comes after `{"new_run": true}`.
+fn replay_file(td: &Td) -> String {
+    let text = format!(
+        "{}\n{}\n{{\"new_run\": true}}\n\n{}\n",
+        todo_reply("c1"),
+        todo_reply("c2"),
+        todo_reply("c3")
+    );
+    td.file("replay.jsonl", &text).to_str().unwrap().to_string()
+}
+
+fn stdout_lines(output: &std::process::Output) -> Vec<Value> {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn replay_prints_one_array_per_reply_and_the_reply_after_new_run_executes_again() {
+    let td = Td::new();
+    let file = replay_file(&td);
+    let output = td.cmd(&["replay", &file]).output().unwrap();
+    let saved = "checklist saved: 1 step(s) — 0 done, 0 in progress, 1 pending";
+    assert_eq!(
+        stdout_lines(&output),
+        vec![
+            json!([{"role": "tool", "tool_call_id": "c1", "content": format!("[write_todo] {saved}")}]),
+            // Same run: deduplicated, no prefix.
+            json!([{"role": "tool", "tool_call_id": "c2", "content": saved}]),
+            // New run: executed again.
+            json!([{"role": "tool", "tool_call_id": "c3", "content": format!("[write_todo] {saved}")}]),
+        ]
+    );
+}
+
+#[test]
+fn replay_report_numbers_runs_and_rounds() {
+    let td = Td::new();
+    let file = replay_file(&td);
+    let output = td.cmd(&["replay", &file, "--report"]).output().unwrap();
+    let rows: Vec<Value> = stdout_lines(&output)
+        .iter()
+        .map(|r| {
+            json!([
+                r["session"],
+                r["run"],
+                r["round"],
+                r["results"][0]["status"],
+                r["pending"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            json!(["replay", "run-1", 1, "ok", null]),
+            json!(["replay", "run-1", 2, "deduped", null]),
+            json!(["replay", "run-2", 1, "ok", null]),
+        ]
+    );
+}
+
+#[test]
+fn replay_names_the_line_of_a_bad_reply_and_exits_2() {
+    let td = Td::new();
+    let file = td.file("bad.jsonl", &format!("{}\nnot json\n", todo_reply("c1")));
+    let output = td
+        .cmd(&["replay", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            output.status.code(),
+            String::from_utf8(output.stderr).unwrap()
+        ),
+        (
+            Some(2),
+            format!(
+                "tooldispatch: {}:2: cannot read the openai reply: the reply is not valid JSON: expected ident at line 1 column 2\n",
+                file.display()
+            )
+        )
+    );
+}

@@ -1,0 +1,200 @@
+//! A temporary work directory, data directory and SQLite store per test, and the `tooldispatch`
+//! binary run against them as a real process.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// One test's private world: `work/` (the --workdir), `data/` (XDG_DATA_HOME) and `store.db`.
+pub struct Td {
+    _dir: TempDir,
+    work: PathBuf,
+    data: PathBuf,
+    store: PathBuf,
+}
+
+impl Td {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
+        let store = dir.path().join("store.db");
+        Td {
+            _dir: dir,
+            work,
+            data,
+            store,
+        }
+    }
+
+    /// The work directory as the CLI reports it (canonical).
+    pub fn workdir(&self) -> PathBuf {
+        self.work.canonicalize().unwrap()
+    }
+
+    /// Write `<workdir>/.tooldispatch/rules`.
+    pub fn rules(&self, text: &str) {
+        let dir = self.work.join(".tooldispatch");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rules"), text).unwrap();
+    }
+
+    /// Write a file under the temp dir (outside the work directory) and return its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.work.parent().unwrap().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `tooldispatch` with only this test's data directory in its environment.
+    pub fn bare(&self) -> Command {
+        let mut cmd = Command::cargo_bin("tooldispatch").unwrap();
+        cmd.env("XDG_DATA_HOME", &self.data)
+            .env_remove("TOOLDISPATCH_STORE")
+            .env_remove("TOOLDISPATCH_MAX_CONCURRENT_TOOLS");
+        cmd
+    }
+
+    /// `tooldispatch <sub>` with --workdir and --store pointing into the temp dir.
+    pub fn cmd(&self, sub: &[&str]) -> Command {
+        let mut cmd = self.bare();
+        cmd.args(sub)
+            .arg("--workdir")
+            .arg(&self.work)
+            .arg("--store")
+            .arg(format!("sqlite:{}", self.store.display()));
+        cmd
+    }
+
+    /// Run `round --session S --run R [extra]` with `reply` on stdin; exit 0; stdout as JSON.
+    pub fn round(&self, session: &str, run: &str, extra: &[&str], reply: &str) -> Value {
+        let mut args = vec!["round", "--session", session, "--run", run];
+        args.extend_from_slice(extra);
+        let output = self.cmd(&args).write_stdin(reply).output().unwrap();
+        stdout_json(&output)
+    }
+
+    /// `round ... --report`.
+    pub fn report(&self, session: &str, run: &str, extra: &[&str], reply: &str) -> Value {
+        let mut args = extra.to_vec();
+        args.push("--report");
+        self.round(session, run, &args, reply)
+    }
+
+    /// `tools --session S [extra]`, parsed.
+    pub fn tools(&self, session: &str, extra: &[&str]) -> Value {
+        let mut args = vec!["tools", "--session", session];
+        args.extend_from_slice(extra);
+        let output = self.cmd(&args).output().unwrap();
+        stdout_json(&output)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+}
+
+/// Exit 0, stdout one JSON document.
+pub fn stdout_json(output: &std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {stderr}",
+        output.status.code()
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+}
+
+/// An OpenAI Chat Completions assistant message calling these `(id, name, args)`.
+pub fn openai(calls: &[(&str, &str, Value)]) -> String {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    json!({"role": "assistant", "content": null, "tool_calls": calls}).to_string()
+}
+
+/// `run_tool(name, args)` arguments.
+pub fn run_tool(name: &str, args: Value) -> Value {
+    json!({"name": name, "args": args})
+}
+
+/// The reply that fetches these schemas: `find_tools(query="select:NAMES")`.
+pub fn select(id: &str, names: &str) -> String {
+    openai(&[(
+        id,
+        "find_tools",
+        json!({"query": format!("select:{names}")}),
+    )])
+}
+
+pub const CALCULATE_ARGS: &str = r#"{"expressions":["2^10","1/0"]}"#;
+pub const CALCULATED: &str =
+    r#"{"1/0":"error: division by zero or undefined result","2^10":"1024"}"#;
+
+/// The quick-start calculation through run_tool.
+pub fn calculate_reply(id: &str) -> String {
+    openai(&[(
+        id,
+        "run_tool",
+        run_tool("calculate", serde_json::from_str(CALCULATE_ARGS).unwrap()),
+    )])
+}
+
+/// The report with every timing replaced by "<ms>" (after checking it is a number ≥ 0, and that
+/// a result ended no earlier than it started); nulls stay null. Timings are never compared.
+pub fn timeless(mut report: Value) -> Value {
+    for result in report["results"].as_array_mut().unwrap() {
+        if let (Some(start), Some(end)) =
+            (result["started_ms"].as_f64(), result["ended_ms"].as_f64())
+        {
+            assert!(start <= end, "ended before it started: {result}");
+        }
+        for key in ["started_ms", "ended_ms"] {
+            blank_ms(&mut result[key]);
+        }
+    }
+    for event in report["events"].as_array_mut().unwrap() {
+        assert!(event["at_ms"].is_number(), "event without at_ms: {event}");
+        blank_ms(&mut event["at_ms"]);
+    }
+    report
+}
+
+fn blank_ms(value: &mut Value) {
+    match value.as_f64() {
+        Some(ms) => {
+            assert!(ms >= 0.0, "negative time {ms}");
+            *value = json!("<ms>");
+        }
+        None => assert!(value.is_null(), "not a time: {value}"),
+    }
+}
+
+/// `(tool_call_id, status)` of every result of a report.
+pub fn statuses(report: &Value) -> Vec<(String, String)> {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["tool_call_id"].as_str().unwrap().to_string(),
+                r["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
