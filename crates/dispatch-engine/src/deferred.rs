@@ -60,6 +60,17 @@ pub fn removed_tool_hint(name: &str) -> Option<&'static str> {
     }
 }
 
+/// A mode removed from a tool's interface, with what to use instead (spec §10).
+pub fn removed_mode_hint(name: &str, args: Option<&Value>) -> Option<&'static str> {
+    let mode = args?.get("mode")?.as_str()?.trim();
+    match (name, mode) {
+        ("error_history", "write") => Some(
+            "error_history(mode=write) was removed in v1.3.11; record what fixed (or did not fix) a failure with write_error(tool_name, keywords, symptom, action, outcome) instead",
+        ),
+        _ => None,
+    }
+}
+
 /// Which tools a session sees and which of them are marked, for one provider.
 pub struct Catalog<'a> {
     pub registry: &'a Registry,

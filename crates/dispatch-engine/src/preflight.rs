@@ -9,7 +9,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::canonical::{DedupeKey, KeyMap, dedupe_key};
-use crate::deferred::{RUN_TOOL, removed_tool_hint, select_output};
+use crate::deferred::{RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
 use crate::events::EventKind;
 use crate::gate::{ConfirmRequest, HEADLESS_REASON, Permission, Verdict};
 use crate::round::{RoundCx, Slot, SlotState, go_duration, normalise_name};
@@ -178,6 +178,18 @@ impl RoundCx<'_> {
                 self.mark(&name);
             }
             return settle(&name, &args_raw, Some(key), Status::NeedsSchema, text);
+        }
+
+        // A removed mode fails like a removed name, before anything else looks at the call.
+        if let Some(hint) = removed_mode_hint(&name, parsed.as_ref()) {
+            self.emit(call_event());
+            return settle(
+                &name,
+                &args_raw,
+                Some(key),
+                Status::Invalid,
+                format!("tool={name} failed: {hint}"),
+            );
         }
 
         // 5. Existence.

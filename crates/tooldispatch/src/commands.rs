@@ -90,8 +90,19 @@ async fn dispatch(
     let mut request = RoundRequest::new(session, run, common.provider, calls);
     request.client_tools = client_tools(common)?;
     request.exclude = common.exclude.clone();
-    let outcome = engine.round(request).await.map_err(|e| match e {
-        EngineError::Cancelled => CliError::failed("the round was cancelled"),
+    // Ctrl-C cancels the round: running calls are stopped and nothing is committed.
+    let cancel = request.cancel.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let outcome = engine.round(request).await;
+    watcher.abort();
+    let outcome = outcome.map_err(|e| match e {
+        EngineError::Cancelled => {
+            CliError::failed("the round was cancelled (interrupt); no results were committed")
+        }
         other => CliError::failed(other.to_string()),
     })?;
     if let Some(pending) = &outcome.pending {
