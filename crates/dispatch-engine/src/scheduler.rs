@@ -5,8 +5,8 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -107,20 +107,31 @@ impl RoundCx<'_> {
     }
 }
 
-/// Run consecutive concurrent calls, at most `max` at once, starting them in call order.
+/// Run consecutive concurrent calls, at most `max` at once, starting them in call order: `max`
+/// workers take the calls from one queue, so a batch costs `max` task spawns, not one per call.
 async fn run_batch(batch: Vec<Job>, max: usize, cancel: &CancellationToken, slots: &mut [Slot]) {
-    let mut waiting = batch.into_iter();
+    if batch.is_empty() {
+        return;
+    }
+    let workers = max.min(batch.len());
+    let queue = Arc::new(Mutex::new(batch.into_iter()));
     let mut running = JoinSet::new();
-    loop {
-        while running.len() < max && !cancel.is_cancelled() {
-            let Some(job) = waiting.next() else { break };
-            running.spawn(run_job(job));
-        }
-        match running.join_next().await {
-            // run_job never panics: a tool's panic is caught around each poll.
-            Some(Ok((i, execution))) => slots[i].state = SlotState::Executed(execution),
-            Some(Err(_)) => {}
-            None => return,
+    for _ in 0..workers {
+        let (queue, cancel) = (queue.clone(), cancel.clone());
+        running.spawn(async move {
+            let mut done = Vec::new();
+            while !cancel.is_cancelled() {
+                let next = queue.lock().ok().and_then(|mut calls| calls.next());
+                let Some(job) = next else { break };
+                done.push(run_job(job).await);
+            }
+            done
+        });
+    }
+    while let Some(joined) = running.join_next().await {
+        // A worker never panics: a tool's panic is caught around each poll.
+        for (i, execution) in joined.unwrap_or_default() {
+            slots[i].state = SlotState::Executed(execution);
         }
     }
 }
