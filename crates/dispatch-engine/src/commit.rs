@@ -29,6 +29,17 @@ impl RoundCx<'_> {
             let mut failed_dedupe = false;
             let (status, content, images, in_tools, times) = match state {
                 SlotState::Parked | SlotState::Ready { .. } => continue,
+                SlotState::Running => {
+                    // Its task ended without handing back a result: say so rather than drop it.
+                    let text = format!(
+                        "tool={} failed: the call stopped without a result; call it again if you still need it",
+                        slot.name
+                    );
+                    if self.effect_of(slot) == Effect::Mutates {
+                        self.invalidate(&[]);
+                    }
+                    (Status::Failed, text, Vec::new(), true, None)
+                }
                 SlotState::Client => (Status::Client, String::new(), Vec::new(), false, None),
                 SlotState::Settled {
                     status,
@@ -59,16 +70,21 @@ impl RoundCx<'_> {
                 SlotState::Executed(exec) => {
                     let (status, body, images) = self.executed_text(slot, &exec.outcome);
                     let images_ref = images.clone();
-                    let mutated = match &exec.outcome {
-                        Ok(output) if self.effect_of(slot) == Effect::Mutates => {
-                            Some(output.paths.clone())
+                    let spec = self.engine.registry.get(&slot.name).map(|t| t.spec());
+                    let mutates = spec.is_some_and(|s| s.effect == Effect::Mutates);
+                    let remember = spec.is_some_and(|s| s.dedupe);
+                    match &exec.outcome {
+                        Ok(output) if mutates => {
+                            let paths = output.paths.clone();
+                            self.invalidate(&paths);
                         }
-                        _ => None,
-                    };
-                    if let Some(paths) = mutated {
-                        self.invalidate(&paths);
+                        // Stopped part-way: it may have changed anything before it stopped.
+                        Err(f) if mutates && f.interrupted => self.invalidate(&[]),
+                        _ => {}
                     }
-                    if let Some(key) = slot.key {
+                    // An interrupted call (timeout, panic) is worth trying again, not replaying.
+                    let interrupted = exec.outcome.as_ref().is_err_and(|f| f.interrupted);
+                    if let Some(key) = slot.key.filter(|_| remember && !interrupted) {
                         let entry = DedupeEntry {
                             key: key.to_hex(),
                             tool: slot.name.to_string(),
@@ -208,24 +224,25 @@ impl RoundCx<'_> {
         }
     }
 
+    /// `sessions/<session>/results/r<round>-<call>.txt`. Ids come from the model and the caller,
+    /// so each is reduced to a safe prefix plus a hash of the whole id: no path tricks, no two
+    /// ids sharing a file, and a positional id (`call_1`) is not overwritten by the next round.
     fn spill_path(&self, slot: &Slot) -> Option<PathBuf> {
-        let dir = self.engine.config.data_dir.as_ref()?;
+        let dir = self.engine.data_dir.as_ref()?;
         let safe = |s: &str| -> String {
-            s.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
+            let prefix: String = s
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .take(32)
+                .collect();
+            let hash = blake3::hash(s.as_bytes()).to_hex();
+            format!("{prefix}-{}", &hash[..12])
         };
         Some(
             dir.join("sessions")
                 .join(safe(&self.req.session))
                 .join("results")
-                .join(format!("{}.txt", safe(&slot.id))),
+                .join(format!("r{}-{}.txt", self.record.round, safe(&slot.id))),
         )
     }
 
@@ -239,7 +256,9 @@ impl RoundCx<'_> {
     fn validity_of(&self, slot: &Slot, paths: Option<&Vec<PathBuf>>) -> Validity {
         match self.effect_of(slot) {
             Effect::Pure => Validity::Always,
-            Effect::ReadsPaths => match paths {
+            // A read that reported no file (it failed, or the file is missing) can be made
+            // stale by any write, including the one that creates the file.
+            Effect::ReadsPaths => match paths.filter(|p| !p.is_empty()) {
                 Some(p) => Validity::Paths {
                     paths: p.iter().map(|p| p.display().to_string()).collect(),
                 },
@@ -255,7 +274,7 @@ impl RoundCx<'_> {
 
     /// A mutating call committed: bump the write epoch and drop what it may have made stale.
     /// A call that reports no paths may have touched anything.
-    fn invalidate(&mut self, touched: &[PathBuf]) {
+    pub(crate) fn invalidate(&mut self, touched: &[PathBuf]) {
         self.run.write_epoch += 1;
         let touched: HashSet<String> = touched.iter().map(|p| p.display().to_string()).collect();
         let epoch = self.run.write_epoch;
@@ -295,7 +314,9 @@ impl RoundCx<'_> {
         let Ok(mut args) = serde_json::from_str::<Value>(raw) else {
             return;
         };
-        let wrapped = args.get("args").is_some_and(Value::is_object) && args.get("name").is_some();
+        let wrapped = calls
+            .get(index)
+            .is_some_and(|c| crate::round::normalise_name(&c.name) == crate::deferred::RUN_TOOL);
         let target = if wrapped {
             args.get_mut("args")
         } else {

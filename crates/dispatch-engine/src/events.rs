@@ -120,6 +120,11 @@ impl EventLog {
     }
 
     pub fn emit(&self, kind: EventKind) {
+        // Stamped, stored and sent under one lock, so the log, the live stream and the
+        // timestamps agree on the order.
+        let Ok(mut events) = self.events.lock() else {
+            return;
+        };
         let event = Arc::new(Event {
             kind,
             at_ms: self.now_ms(),
@@ -128,9 +133,7 @@ impl EventLog {
             // No subscriber is not an error.
             let _ = live.send(event.clone());
         }
-        if let Ok(mut events) = self.events.lock() {
-            events.push(event);
-        }
+        events.push(event);
     }
 
     pub fn now_ms(&self) -> f64 {

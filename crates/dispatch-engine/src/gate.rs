@@ -105,6 +105,18 @@ pub struct GatePolicy {
     pub read_only_commands: ReadOnlyCommands,
 }
 
+/// A `mode` of list, read or search runs without asking (seed §6), but only when the tool's
+/// schema offers that mode: a tool that does not know `mode` would ignore it and do its usual,
+/// possibly destructive, work.
+fn reading_mode(spec: &ToolSpec, mode: &str) -> bool {
+    matches!(mode, "list" | "read" | "search")
+        && spec
+            .parameters
+            .pointer("/properties/mode/enum")
+            .and_then(Value::as_array)
+            .is_some_and(|modes| modes.iter().any(|m| m.as_str() == Some(mode)))
+}
+
 /// Flags of the run that bypass asking.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Permission {
@@ -183,7 +195,7 @@ impl GatePolicy {
             }
             Gate::Ask | Gate::Destructive => false,
         };
-        if allowed_by_kind || matches!(mode, Some("list" | "read" | "search")) {
+        if allowed_by_kind || mode.is_some_and(|m| reading_mode(spec, m)) {
             return Verdict::Run;
         }
         if self.rules.find(RuleKind::Allow, name, &subject).is_some() {

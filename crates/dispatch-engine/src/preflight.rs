@@ -77,6 +77,16 @@ impl RoundCx<'_> {
                 }
             };
 
+        if name.is_empty() {
+            return settle(
+                "",
+                &args_raw,
+                None,
+                Status::Invalid,
+                "tool= failed: the call has no tool name; call a tool from your tools array by its exact name".to_string(),
+            );
+        }
+
         // 1. Unwrap run_tool (no events on failure).
         if wrapped {
             match self.unwrap_run_tool(&args_raw) {
@@ -125,12 +135,17 @@ impl RoundCx<'_> {
 
         // 3. Dedupe.
         let key = dedupe_key(&name, parsed.as_ref(), &args_raw);
+        let dedupes = self
+            .engine
+            .registry
+            .get(&name)
+            .is_none_or(|t| t.spec().dedupe);
         // The same call earlier in this round shares its result, unless a call that may change
         // the world runs between the two.
         let same_as = pass
             .ready_keys
             .get(&key)
-            .filter(|(_, mutations)| *mutations == pass.mutations_ahead);
+            .filter(|(_, mutations)| dedupes && *mutations == pass.mutations_ahead);
         if let Some(&(first, _)) = same_as {
             return Slot {
                 id,
@@ -143,7 +158,7 @@ impl RoundCx<'_> {
         if let Some(entry) = self
             .dedupe
             .get(&key)
-            .filter(|e| self.still_valid(e, pass.mutations_ahead > 0))
+            .filter(|e| dedupes && self.still_valid(e, pass.mutations_ahead > 0))
         {
             let state = SlotState::Deduped {
                 text: entry.result.clone(),
@@ -202,7 +217,21 @@ impl RoundCx<'_> {
                 text.push_str(hint);
                 text.push('.');
             }
-            let suggestions = self.engine.registry.did_you_mean(&name, &self.exclude);
+            let catalog = self.catalog();
+            // Name each suggestion the way this provider can call it.
+            let suggestions: Vec<String> = self
+                .engine
+                .registry
+                .did_you_mean(&name, &self.exclude)
+                .into_iter()
+                .map(|s| {
+                    if wrapped || catalog.is_loaded(&s) {
+                        s
+                    } else {
+                        format!("run_tool(name={s})")
+                    }
+                })
+                .collect();
             if !suggestions.is_empty() {
                 text.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
             }
@@ -304,7 +333,16 @@ impl RoundCx<'_> {
             serde_json::from_str(raw)
                 .map_err(|e| (Status::Invalid, format!("json Unmarshal: {e}")))?
         };
-        let inner = normalise_name(outer.name.as_str().unwrap_or(""));
+        let inner = match &outer.name {
+            Value::String(name) => normalise_name(name),
+            Value::Null => String::new(),
+            _ => {
+                return Err((
+                    Status::Invalid,
+                    "name must be a string: the exact name of the tool to run".into(),
+                ));
+            }
+        };
         if inner.is_empty() {
             return Err((Status::Invalid, "name is required".into()));
         }
@@ -362,13 +400,6 @@ impl RoundCx<'_> {
 
     /// Ask the confirmer. `None` means approved; otherwise the skip text and the model's message.
     async fn confirm(&mut self, request: &ConfirmRequest) -> Option<(String, String)> {
-        self.emit(EventKind::ToolConfirm {
-            tool_id: Arc::from(request.tool_id.as_str()),
-            tool_name: Arc::from(request.tool_name.as_str()),
-            tool_args: request.tool_args.clone(),
-            text: request.why.clone(),
-            remember_rule: request.remember_rule.clone(),
-        });
         let confirmer = &self.engine.confirmer;
         if !confirmer.available() {
             return Some((
@@ -379,8 +410,25 @@ impl RoundCx<'_> {
                 ),
             ));
         }
+        self.emit(EventKind::ToolConfirm {
+            tool_id: Arc::from(request.tool_id.as_str()),
+            tool_name: Arc::from(request.tool_name.as_str()),
+            tool_args: request.tool_args.clone(),
+            text: request.why.clone(),
+            remember_rule: request.remember_rule.clone(),
+        });
         let limit = self.engine.config.confirm_timeout;
-        let reply = match tokio::time::timeout(limit, confirmer.confirm(request)).await {
+        let cancel = self.req.cancel.clone();
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(limit, confirmer.confirm(request)) => answer,
+            _ = cancel.cancelled() => {
+                return Some((
+                    "the round was cancelled".to_string(),
+                    "Not run: the round was cancelled while this call waited for approval.".to_string(),
+                ));
+            }
+        };
+        let reply = match answer {
             Ok(reply) => reply,
             Err(_) => {
                 let text = format!("no answer within {}", go_duration(limit));

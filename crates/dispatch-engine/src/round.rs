@@ -1,7 +1,7 @@
 //! The engine and one round: load state, pass 1 (pre-flight), pass 2 (execute), pass 3
 //! (commit), store. Each pass lives in its own file; this one holds what they share.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +23,7 @@ use crate::registry::Registry;
 use crate::rules::{RuleLint, Rules};
 use crate::sensitive::ReadOnlyCommands;
 use crate::shaping::DEFAULT_RESULT_BUDGET;
+use crate::spec::Effect;
 use crate::status::Status;
 use crate::tool::{Exclude, Tool, ToolOutput};
 use crate::wire::{Provider, RawCall, WireResult};
@@ -85,6 +86,9 @@ pub struct Engine {
     pub(crate) confirmer: Arc<dyn Confirmer>,
     pub(crate) policy: Mutex<GatePolicy>,
     pub(crate) config: EngineConfig,
+    /// One lock per session seen by this engine: rounds of a session commit one at a time, so
+    /// none of them builds on state another is about to replace.
+    sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// One round to dispatch.
@@ -209,6 +213,8 @@ pub(crate) enum SlotState {
     SameAs(usize),
     /// Ran in pass 2.
     Executed(Execution),
+    /// Taken by the scheduler; a slot still here at commit lost its result.
+    Running,
     /// The ask_user call that parked the run; answered later.
     Parked,
     /// Handed back to the client.
@@ -224,8 +230,11 @@ pub(crate) struct Execution {
 pub(crate) struct Failure {
     pub status: Status,
     pub message: String,
+    /// `Some` when the tool said a credential is missing or was rejected (with its name if known).
     pub credential: Option<Option<String>>,
     pub fatal: bool,
+    /// Stopped part-way (timeout, panic, cancellation): a mutating call may have half-done its work.
+    pub interrupted: bool,
 }
 
 /// State shared by the three passes of one round.
@@ -291,7 +300,16 @@ impl Engine {
             confirmer,
             policy: Mutex::new(policy),
             config,
+            sessions: Mutex::default(),
         })
+    }
+
+    fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
+        match self.sessions.lock() {
+            Ok(mut sessions) => sessions.entry(session.to_string()).or_default().clone(),
+            // A poisoned map only loses the serialisation, never a round.
+            Err(_) => Arc::default(),
+        }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -338,6 +356,8 @@ impl Engine {
 
     /// Dispatch one round: check every call, run the ready ones, commit in call order.
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
+        let lock = self.session_lock(&req.session);
+        let _one_round_at_a_time = lock.lock().await;
         let (session, run) = self.store.load(&req.session, &req.run).await?;
         let log = Arc::new(EventLog::new(req.live.clone()));
         let round = run.rounds + 1;
@@ -388,7 +408,7 @@ impl Engine {
             if pending.is_none() {
                 cx.execute(&mut slots).await;
                 if cx.req.cancel.is_cancelled() {
-                    return cx.cancelled().await;
+                    return cx.cancelled(&slots).await;
                 }
             }
             cx.record.pending = pending;
@@ -410,23 +430,34 @@ impl RoundCx<'_> {
             return None;
         }
         let is_client = |name: &str| self.req.client_tools.iter().any(|c| c.name == name);
-        let client_of = |call: &RawCall| -> Option<String> {
+        // The client tool's name and arguments, also when the model wrapped it in run_tool.
+        let client_of = |call: &RawCall| -> Option<(String, String)> {
             let name = normalise_name(&call.name);
             if is_client(&name) {
-                return Some(name);
+                return Some((name, call.arguments.trim().to_string()));
             }
             if name == RUN_TOOL {
-                let inner = serde_json::from_str::<Value>(call.arguments.trim()).ok()?;
-                let inner = normalise_name(inner.get("name")?.as_str()?);
-                return is_client(&inner).then_some(inner);
+                let outer = serde_json::from_str::<Value>(call.arguments.trim()).ok()?;
+                let inner = normalise_name(outer.get("name")?.as_str()?);
+                let args = match outer.get("args") {
+                    None | Some(Value::Null) => "{}".to_string(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                };
+                return is_client(&inner).then_some((inner, args));
             }
             None
         };
-        let names: Vec<Option<String>> = calls.iter().map(client_of).collect();
+        let names: Vec<Option<(String, String)>> = calls.iter().map(client_of).collect();
         if names.iter().all(Option::is_none) {
             return None;
         }
-        let first_client = names.iter().flatten().next().cloned().unwrap_or_default();
+        let first_client = names
+            .iter()
+            .flatten()
+            .next()
+            .map(|(n, _)| n.clone())
+            .unwrap_or_default();
         let mut handed = Vec::new();
         let slots = calls
             .iter()
@@ -434,12 +465,12 @@ impl RoundCx<'_> {
             .map(|(call, client)| {
                 let id: Arc<str> = Arc::from(call.id.trim());
                 match client {
-                    Some(name) => {
-                        handed.push(json!({"id": call.id.trim(), "name": name, "arguments": call.arguments.trim()}));
+                    Some((name, args)) => {
+                        handed.push(json!({"id": call.id.trim(), "name": name, "arguments": args}));
                         Slot {
                             id,
                             name: Arc::from(name),
-                            args_raw: Arc::from(call.arguments.trim()),
+                            args_raw: Arc::from(args.as_str()),
                             key: None,
                             state: SlotState::Client,
                         }
@@ -530,10 +561,24 @@ impl RoundCx<'_> {
     }
 
     /// Pass 2 was cancelled: keep the assistant message and the events, commit nothing else.
-    async fn cancelled(mut self) -> Result<RoundOutcome, EngineError> {
+    async fn cancelled(mut self, slots: &[Slot]) -> Result<RoundOutcome, EngineError> {
         self.emit(EventKind::Canceled {
             text: "the round was cancelled; no results were committed".into(),
         });
+        // A mutating call that started may have changed things before it was stopped: the
+        // run's remembered results must not outlive that.
+        let mutation_started = slots.iter().any(|s| {
+            matches!(s.state, SlotState::Running | SlotState::Executed(_))
+                && self
+                    .engine
+                    .registry
+                    .get(&s.name)
+                    .is_some_and(|t| t.spec().effect == Effect::Mutates)
+        });
+        if mutation_started {
+            self.invalidate(&[]);
+            self.record.write_epoch = self.run.write_epoch;
+        }
         let mut record = std::mem::take(&mut self.record);
         record.events = store_events(&self.log.take());
         self.engine.store.commit_round(record).await?;
@@ -618,13 +663,8 @@ pub(crate) fn go_duration(d: Duration) -> String {
     let s = if frac == 0 {
         format!("{}s", secs % 60)
     } else {
-        format!(
-            "{}.{}s",
-            secs % 60,
-            format!("{frac:03}").trim_end_matches('0')
-        )
-        .trim_end_matches('0')
-        .to_string()
+        let frac = format!("{frac:03}");
+        format!("{}.{}s", secs % 60, frac.trim_end_matches('0'))
     };
     match (secs / 3600, (secs % 3600) / 60) {
         (0, 0) => s,

@@ -216,6 +216,7 @@ impl Rules {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
+        refuse_symlinks(&path)?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -536,6 +537,28 @@ pub fn remembered_rule(tool: &str, args: &Value, raw: &str) -> String {
         Subject::Raw(raw) => literal_glob(raw),
     };
     format!("{tool}({pattern})")
+}
+
+/// "Remember" writes only a real file in a real `.tooldispatch/` directory: a symlink there
+/// (planted by a cloned repository or by a tool) would send the write outside the work directory.
+fn refuse_symlinks(path: &Path) -> io::Result<()> {
+    for candidate in [Some(path), path.parent()].into_iter().flatten() {
+        match std::fs::symlink_metadata(candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} is a symbolic link; the rules file must be a plain file in the work directory",
+                        candidate.display()
+                    ),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// An escaped glob that also stays on one line: a newline becomes `?`, which still matches it.

@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventLog};
 use crate::round::{Execution, Failure, RoundCx, Slot, SlotState, go_duration};
+use crate::spec::ToolSpec;
 use crate::status::Status;
-use crate::tool::{Exclude, Progress, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{Exclude, Progress, ProgressState, Tool, ToolContext, ToolError, ToolOutput};
 
 /// Everything one call needs to run on its own task.
 struct Job {
@@ -44,7 +45,7 @@ impl RoundCx<'_> {
                 continue;
             }
             let SlotState::Ready { tool, args } =
-                std::mem::replace(&mut slots[index].state, SlotState::Parked)
+                std::mem::replace(&mut slots[index].state, SlotState::Running)
             else {
                 continue;
             };
@@ -167,58 +168,21 @@ async fn run_job(job: Job) -> (usize, Execution) {
 
     // The call runs inside this task: dropping its future is how a timeout or a cancelled round
     // stops it, and a panic is caught at each poll. A tool must therefore not block its thread.
-    let mut call = CatchUnwind(tool.call(cx, args));
-    let hard_deadline = Instant::now() + spec.timeout;
-    let outcome = loop {
-        let idle_deadline = spec.idle_timeout.map(|idle| {
-            log.start()
-                + Duration::from_nanos(progress.last_activity.load(Ordering::Relaxed))
-                + idle
-        });
-        let deadline = idle_deadline.map_or(hard_deadline, |d| d.min(hard_deadline));
-        tokio::select! {
-            biased;
-            result = &mut call => break match result {
-                Ok(Ok(output)) => Ok(output),
-                Ok(Err(error)) => Err(failure_of(error)),
-                Err(payload) => Err(Failure {
-                    status: Status::Failed,
-                    message: format!("tool {} panicked: {}", spec.name, panic_text(payload)),
-                    credential: None,
-                    fatal: false,
-                }),
-            },
-            _ = round_cancel.cancelled() => {
-                call_cancel.cancel();
-                break Err(stopped(&spec.name, "was cancelled with its round"));
-            }
-            _ = tokio::time::sleep_until(deadline) => {
-                let now = Instant::now();
-                // Progress may have arrived while we slept: recompute the idle deadline.
-                let last = log.start() + Duration::from_nanos(progress.last_activity.load(Ordering::Relaxed));
-                let idle_expired = spec.idle_timeout.is_some_and(|idle| now >= last + idle);
-                if now >= hard_deadline || idle_expired {
-                    call_cancel.cancel();
-                    let mut message = if now >= hard_deadline {
-                        format!("tool \"{}\" timed out after {}", spec.name, go_duration(spec.timeout))
-                    } else {
-                        format!(
-                            "tool \"{}\" timed out after {} without progress",
-                            spec.name,
-                            go_duration(spec.idle_timeout.unwrap_or_default())
-                        )
-                    };
-                    let partial = progress.partial.lock().map(|p| p.clone()).unwrap_or_default();
-                    if !partial.is_empty() {
-                        message.push_str("\npartial output before the timeout:\n");
-                        message.push_str(&partial);
-                    }
-                    break Err(Failure { status: Status::TimedOut, message, credential: None, fatal: false });
-                }
-            }
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(cx, args))) {
+        Err(payload) => Err(panicked(&spec.name, payload)),
+        Ok(future) => {
+            let guard = Guard {
+                spec,
+                log: &log,
+                progress: &progress,
+                round_cancel: &round_cancel,
+                call_cancel: &call_cancel,
+            };
+            guard.run(CatchUnwind(future)).await
         }
     };
-    drop(call);
+    // Progress that arrives after the result is not part of the call (seed §1.5).
+    progress.done.store(true, Ordering::Relaxed);
     let ended_ms = log.now_ms();
     if let Ok(output) = &outcome {
         if !output.text.is_empty() {
@@ -248,6 +212,109 @@ async fn run_job(job: Job) -> (usize, Execution) {
     )
 }
 
+/// What watches one running call: its deadlines, its progress and the round's cancellation.
+struct Guard<'a> {
+    spec: &'a ToolSpec,
+    log: &'a EventLog,
+    progress: &'a ProgressState,
+    round_cancel: &'a CancellationToken,
+    call_cancel: &'a CancellationToken,
+}
+
+impl Guard<'_> {
+    async fn run<F>(&self, mut call: CatchUnwind<F>) -> Result<ToolOutput, Failure>
+    where
+        F: Future<Output = Result<ToolOutput, ToolError>> + Unpin,
+    {
+        let spec = self.spec;
+        let hard_deadline = after(Instant::now(), spec.timeout);
+        loop {
+            let last = self.last_activity();
+            let idle_deadline = spec.idle_timeout.map(|idle| after(last, idle));
+            let deadline = idle_deadline.map_or(hard_deadline, |d| d.min(hard_deadline));
+            tokio::select! {
+                biased;
+                result = &mut call => return match result {
+                    Ok(Ok(output)) => Ok(output),
+                    Ok(Err(error)) => Err(failure_of(error)),
+                    Err(payload) => Err(panicked(&spec.name, payload)),
+                },
+                _ = self.round_cancel.cancelled() => {
+                    self.call_cancel.cancel();
+                    return Err(stopped(&spec.name, "was cancelled with its round"));
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    let now = Instant::now();
+                    // Progress may have arrived while we slept: look again before stopping.
+                    let idle_expired = spec
+                        .idle_timeout
+                        .is_some_and(|idle| now >= after(self.last_activity(), idle));
+                    if now >= hard_deadline || idle_expired {
+                        self.call_cancel.cancel();
+                        return Err(self.timed_out(now >= hard_deadline));
+                    }
+                }
+            }
+        }
+    }
+
+    fn last_activity(&self) -> Instant {
+        let nanos = self.progress.last_activity.load(Ordering::Relaxed);
+        after(self.log.start(), Duration::from_nanos(nanos))
+    }
+
+    fn timed_out(&self, hard: bool) -> Failure {
+        let spec = self.spec;
+        let mut message = if hard {
+            format!(
+                "tool \"{}\" timed out after {}",
+                spec.name,
+                go_duration(spec.timeout)
+            )
+        } else {
+            format!(
+                "tool \"{}\" timed out after {} without progress",
+                spec.name,
+                go_duration(spec.idle_timeout.unwrap_or_default())
+            )
+        };
+        let partial = self
+            .progress
+            .partial
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default();
+        if !partial.is_empty() {
+            message.push_str("\npartial output before the timeout:\n");
+            message.push_str(&partial);
+        }
+        Failure {
+            status: Status::TimedOut,
+            message,
+            credential: None,
+            fatal: false,
+            interrupted: true,
+        }
+    }
+}
+
+/// `start + d`, saturating far in the future instead of overflowing on absurd timeouts.
+fn after(start: Instant, d: Duration) -> Instant {
+    start
+        .checked_add(d)
+        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+fn panicked(name: &str, payload: Box<dyn std::any::Any + Send>) -> Failure {
+    Failure {
+        status: Status::Failed,
+        message: format!("tool {name} panicked: {}", panic_text(payload)),
+        credential: None,
+        fatal: false,
+        interrupted: true,
+    }
+}
+
 /// Polls a future and turns a panic during any poll into an `Err` with the panic payload.
 struct CatchUnwind<F>(F);
 
@@ -271,18 +338,21 @@ fn failure_of(error: ToolError) -> Failure {
             message,
             credential: None,
             fatal: false,
+            interrupted: false,
         },
         ToolError::Credential { key, message } => Failure {
             status: Status::Failed,
             message,
             credential: Some(key),
             fatal: false,
+            interrupted: false,
         },
         ToolError::Fatal(message) => Failure {
             status: Status::Failed,
             message,
             credential: None,
             fatal: true,
+            interrupted: false,
         },
     }
 }
@@ -293,6 +363,7 @@ fn stopped(name: &str, how: &str) -> Failure {
         message: format!("tool {name} {how}"),
         credential: None,
         fatal: false,
+        interrupted: true,
     }
 }
 

@@ -52,21 +52,37 @@ pub fn shape(text: &str, budget: usize, spill: Option<&Path>) -> String {
         None => "the full text is not kept".to_string(),
     };
     let omitted = tail_start - head_end;
+    // A single huge line has no line structure to keep: it is cut by bytes below.
+    let by_bytes = head_end == 0 && tail_start == lines.len();
+    let shown = if by_bytes {
+        format!("the first and last ~{} bytes of one long line", head_budget)
+    } else {
+        let mut parts = Vec::new();
+        if head_end > 0 {
+            parts.push(format!("lines 1-{head_end}"));
+        }
+        if !errors.is_empty() {
+            let more = if errors_dropped > 0 {
+                format!(" ({errors_dropped} more not shown)")
+            } else {
+                String::new()
+            };
+            parts.push(format!(
+                "{} error-looking line(s) from the middle{more}",
+                errors.len()
+            ));
+        }
+        if tail_start < lines.len() {
+            parts.push(format!("lines {}-{}", tail_start + 1, lines.len()));
+        }
+        parts.join(", ")
+    };
     let mut out = format!(
-        "[output shaped: {} bytes in {} lines, over the {budget}-byte budget; showing lines 1-{head_end}, {} error-looking line(s) from the middle{}, and lines {}-{}; {where_full}]\n",
+        "[output shaped: {} bytes in {} lines, over the {budget}-byte budget; showing {shown}; {where_full}]\n",
         text.len(),
         lines.len(),
-        errors.len(),
-        if errors_dropped > 0 {
-            format!(" ({errors_dropped} more not shown)")
-        } else {
-            String::new()
-        },
-        tail_start + 1,
-        lines.len(),
     );
-    // A single huge line has no line structure to keep: cut it by bytes instead.
-    if head_end == 0 && tail_start == lines.len() {
+    if by_bytes {
         out.push_str(clip(text, head_budget));
         out.push_str("\n…\n");
         let start = ceil_boundary(text, text.len().saturating_sub(tail_budget));
@@ -123,11 +139,20 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// Results can hold anything a tool saw, so only the user may read them (0700 / 0600).
 fn write_spill(path: &Path, text: &str) -> std::io::Result<PathBuf> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir)?;
     }
-    std::fs::write(path, text)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(&mut options.open(path)?, text.as_bytes())?;
     Ok(path.to_path_buf())
 }
 

@@ -34,6 +34,9 @@ pub struct ToolSpec {
     pub system: bool,
     /// The call needs the user's answer: the run parks unless someone can answer inline.
     pub asks_user: bool,
+    /// A repeated identical call may return the earlier result. Off for tools whose call *is*
+    /// the effect (write_todo: A, B, A must store A again).
+    pub dedupe: bool,
 }
 
 /// Whether calls may overlap other calls of their round.
@@ -109,6 +112,7 @@ impl ToolSpec {
             elide_args: &[],
             system: false,
             asks_user: false,
+            dedupe: true,
         }
     }
 
@@ -153,6 +157,10 @@ impl ToolSpec {
     }
     pub fn system(mut self) -> Self {
         self.system = true;
+        self
+    }
+    pub fn no_dedupe(mut self) -> Self {
+        self.dedupe = false;
         self
     }
     pub fn asks_user(mut self) -> Self {

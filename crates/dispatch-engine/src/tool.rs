@@ -131,6 +131,8 @@ pub(crate) struct ProgressState {
     pub(crate) last_activity: AtomicU64,
     /// Progress text so far, returned with a timeout (capped).
     pub(crate) partial: std::sync::Mutex<String>,
+    /// The call has its result; later progress is dropped.
+    pub(crate) done: std::sync::atomic::AtomicBool,
 }
 
 /// Partial output kept for a timed-out call.
@@ -138,6 +140,9 @@ const PARTIAL_CAP: usize = 8 * 1024;
 
 impl Progress {
     pub fn emit(&self, text: impl Into<String>) {
+        if self.state.done.load(Ordering::Relaxed) {
+            return;
+        }
         let text = text.into();
         self.state
             .last_activity

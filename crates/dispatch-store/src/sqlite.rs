@@ -116,9 +116,13 @@ impl SqliteStore {
         let worker = std::thread::Builder::new()
             .name("dispatch-store-sqlite".to_string())
             .spawn(move || {
-                // Ends when every sender is gone, i.e. when the store is dropped.
+                // Ends when every sender is gone, i.e. when the store is dropped. A job that
+                // panics fails alone (its caller sees its reply channel close); the thread and
+                // the connection stay up for the next job.
                 for job in queue {
-                    job(&mut conn);
+                    let conn = &mut conn;
+                    let _ =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || job(conn)));
                 }
             })
             .map_err(|e| fail(&e))?;

@@ -194,6 +194,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|e| Err(CliError::failed(format!("the benchmark stopped: {e}")))),
         }
     });
+    // A terminal prompt that timed out may still be blocked reading /dev/tty: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -43,17 +43,34 @@ impl Confirmer for TerminalConfirmer {
     }
 }
 
+/// Text from the model shown at the terminal: control characters (escape sequences could
+/// redraw the prompt the user is approving) are shown as `\u{..}` instead.
+fn shown(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max_chars {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn ask(tty: &Mutex<File>, request: &ConfirmRequest) -> ConfirmReply {
     let Ok(mut tty) = tty.lock() else {
         return ConfirmReply::default();
     };
-    let mut args: String = request.tool_args.chars().take(SHOWN_ARGS).collect();
-    if request.tool_args.chars().count() > SHOWN_ARGS {
-        args.push('…');
-    }
     let prompt = format!(
-        "\n{} wants to run: {}\n  arguments: {args}\n  [y] yes  [n] no (n <reason> tells the model why)  [t] yes, and allow everything this turn  [r] yes, and remember `{}`\n> ",
-        request.tool_name, request.why, request.remember_rule
+        "\n{} wants to run: {}\n  arguments: {}\n  [y] yes  [n] no (n <reason> tells the model why)  [t] yes, and allow everything this turn  [r] yes, and remember `{}`\n> ",
+        shown(&request.tool_name, 200),
+        shown(&request.why, 400),
+        shown(&request.tool_args, SHOWN_ARGS),
+        shown(&request.remember_rule, 400),
     );
     if tty
         .write_all(prompt.as_bytes())
@@ -101,6 +118,13 @@ fn parse_answer(line: &str) -> ConfirmReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escape_sequences_from_the_model_are_not_sent_to_the_terminal() {
+        let text = shown("a\u{1b}[2Jb\nc", 100);
+        assert_eq!(text, "a\\u{1b}[2Jb\\u{a}c");
+        assert_eq!(shown("abcdef", 3), "abc…");
+    }
 
     #[test]
     fn answers_parse_to_replies() {

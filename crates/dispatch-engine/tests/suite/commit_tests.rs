@@ -1150,9 +1150,32 @@ async fn an_oversized_result_is_shaped_with_the_notice_on_top_and_spilled_whole(
             ],
         )
         .await;
-    let spill = fx.path().join(".data/sessions/s/results/c1.txt");
     let content = &out.results[0].content;
     let notice = content.lines().next().unwrap();
+    // sessions/<safe session>-<hash>/results/r<round>-<safe call id>-<hash>.txt
+    let spill = std::path::PathBuf::from(
+        notice
+            .split("full text: ")
+            .nth(1)
+            .and_then(|rest| rest.split(" (read it").next())
+            .unwrap(),
+    );
+    assert!(
+        spill.starts_with(fx.path().join(".data/sessions")),
+        "{}",
+        spill.display()
+    );
+    let file_name = spill.file_name().unwrap().to_str().unwrap();
+    assert!(
+        file_name.starts_with("r1-c1-") && file_name.ends_with(".txt"),
+        "{file_name}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&spill).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "spilled results are private");
+    }
     assert!(
         notice.starts_with(&format!(
             "[big] [output shaped: {} bytes in 60 lines, over the 200-byte budget; showing lines 1-",

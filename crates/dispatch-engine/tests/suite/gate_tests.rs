@@ -275,9 +275,16 @@ async fn mode_remove_or_restore_asks_even_on_a_read_only_or_allowed_tool() {
 
 #[tokio::test]
 async fn read_only_tools_and_list_read_search_modes_never_ask() {
+    let moded = ToolSpec::new(
+        "edit",
+        "test tool with modes",
+        json!({"type": "object", "properties": {"mode": {"type": "string", "enum": ["list", "read", "search", "write"]}}}),
+    )
+    .gate(Gate::Ask);
     let fx = fixture()
         .tool(TestTool::new(spec("read"), Behaviour::Echo))
-        .tool(TestTool::new(asking("edit"), Behaviour::Echo))
+        .tool(TestTool::new(moded, Behaviour::Echo))
+        .tool(TestTool::new(asking("plain"), Behaviour::Echo))
         .build(); // headless: anything that asks is declined
     fx.mark_all("s").await;
     let out = fx
@@ -290,6 +297,9 @@ async fn read_only_tools_and_list_read_search_modes_never_ask() {
                 wrapped("c", "edit", json!({"mode": "read"})),
                 wrapped("d", "edit", json!({"mode": "search"})),
                 wrapped("e", "edit", json!({"mode": "write"})),
+                // A tool whose schema has no `mode` would ignore it: `mode=read` must not
+                // sneak a call past the gate.
+                wrapped("f", "plain", json!({"mode": "read"})),
             ],
         )
         .await;
@@ -300,7 +310,8 @@ async fn read_only_tools_and_list_read_search_modes_never_ask() {
             ("b", Status::Ok),
             ("c", Status::Ok),
             ("d", Status::Ok),
-            ("e", Status::Declined)
+            ("e", Status::Declined),
+            ("f", Status::Declined)
         ])
     );
     for id in ["a", "b", "c", "d"] {

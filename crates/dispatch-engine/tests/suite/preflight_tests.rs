@@ -770,10 +770,11 @@ async fn declined_refused_invalid_and_schema_slots_are_never_remembered() {
     assert_eq!(statuses(&second), expected);
     assert_eq!(results(&first), results(&second));
     assert_eq!(first.results[0].content, headless_decline("guarded"));
-    // The declined call was asked about again, not answered from memory.
+    // The declined call went through the gate again, not answered from memory (headless:
+    // declined without a ToolConfirm, since no one could be asked).
     assert_eq!(
         event_types(&second.events, Some("declined")),
-        vec!["ToolConfirm", "ToolSkipped", "ToolResult"]
+        vec!["ToolSkipped", "ToolResult"]
     );
 
     // A schema-returned slot is not remembered: the same call runs once the schema is shown.

@@ -53,8 +53,9 @@ impl WriteTodo {
             )
             .read_only()
             .concurrent()
-            // The result echoes the arguments only; a repeat within the run changes nothing.
-            .effect(Effect::Pure),
+            .effect(Effect::Pure)
+            // Writing the list is the point of the call: A, B, A must store A again.
+            .no_dedupe(),
         }
     }
 }

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use super::support::*;
 
+/// A core tool whose result is remembered for dedupe (write_todo is not: writing is its point).
 fn todo_reply(id: &str) -> String {
-    openai(&[(id, "write_todo", json!({"todos": [{"content": "a"}]}))])
+    openai(&[(id, "find_tools", json!({"query": "select:calculate"}))])
 }
 
 /// Three replies with the same call; the third comes after `{"new_run": true}`.
@@ -40,15 +41,18 @@ fn replay_prints_one_array_per_reply_and_the_reply_after_new_run_executes_again(
     let td = Td::new();
     let file = replay_file(&td);
     let output = td.cmd(&["replay", &file]).output().unwrap();
-    let saved = "checklist saved: 1 step(s) — 0 done, 0 in progress, 1 pending";
+    let lines = stdout_lines(&output);
+    let first = lines[0][0]["content"].as_str().unwrap().to_string();
+    let schema = first.strip_prefix("[find_tools] ").unwrap().to_string();
+    assert!(schema.contains("\"name\":\"calculate\""), "{schema}");
     assert_eq!(
-        stdout_lines(&output),
+        lines,
         vec![
-            json!([{"role": "tool", "tool_call_id": "c1", "content": format!("[write_todo] {saved}")}]),
+            json!([{"role": "tool", "tool_call_id": "c1", "content": first}]),
             // Same run: deduplicated, no prefix.
-            json!([{"role": "tool", "tool_call_id": "c2", "content": saved}]),
+            json!([{"role": "tool", "tool_call_id": "c2", "content": schema}]),
             // New run: executed again.
-            json!([{"role": "tool", "tool_call_id": "c3", "content": format!("[write_todo] {saved}")}]),
+            json!([{"role": "tool", "tool_call_id": "c3", "content": first}]),
         ]
     );
 }
