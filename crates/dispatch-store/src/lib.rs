@@ -25,6 +25,15 @@ pub enum StoreError {
     Corrupt(String),
     #[error("cannot open store {url:?}: {reason}")]
     BadUrl { url: String, reason: String },
+    /// Another round of the same run committed first (another process on the same store).
+    #[error(
+        "round {round} of {session}/{run} was not committed: another round of that run was committed meanwhile (by another process on this store); dispatch the reply again"
+    )]
+    Conflict {
+        session: String,
+        run: String,
+        round: u64,
+    },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -197,7 +206,8 @@ pub struct RoundRecord {
 pub trait SessionStore: Send + Sync {
     /// The session's and the run's state; empty snapshots when they do not exist yet.
     async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)>;
-    /// Apply one round's changes atomically.
+    /// Apply one round's changes atomically. `record.round` must follow the run's last
+    /// committed round, else nothing is written and the result is `StoreError::Conflict`.
     async fn commit_round(&self, record: RoundRecord) -> StoreResult<()>;
     /// The session transcript in commit order, optionally narrowed to one run.
     async fn transcript(

@@ -121,6 +121,18 @@ impl SessionStore for MemoryStore {
             pending,
         } = record;
         let mut state = self.state()?;
+        let last = state
+            .sessions
+            .get(&session)
+            .and_then(|s| s.runs.get(&run))
+            .map_or(0, |r| r.rounds);
+        if round != last + 1 {
+            return Err(StoreError::Conflict {
+                session,
+                run,
+                round,
+            });
+        }
         let stored = state.sessions.entry(session).or_default();
 
         stored.snapshot.marked.extend(marked);

@@ -185,6 +185,24 @@ impl SessionStore for SqliteStore {
             // IMMEDIATE takes the write lock up front: a deferred transaction that later needs
             // to write can fail with SQLITE_BUSY without waiting for busy_timeout.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The run moves from round N-1 to N, or nothing is written: two processes
+            // dispatching rounds of one run must not both build on round N-1. The write lock
+            // taken above makes this read and the writes below one step.
+            let last: i64 = tx
+                .query_row(
+                    "SELECT rounds FROM runs WHERE session = ?1 AND run = ?2",
+                    params![record.session, record.run],
+                    |row| row.get(0),
+                )
+                .optional()?
+                .unwrap_or(0);
+            if to_u64(last, "rounds")? + 1 != record.round {
+                return Err(JobError::Conflict {
+                    session: record.session.clone(),
+                    run: record.run.clone(),
+                    round: record.round,
+                });
+            }
             apply_round(&tx, &record, now_ms())?;
             tx.commit()?;
             Ok(())
@@ -278,6 +296,12 @@ enum JobError {
     Corrupt(String),
     /// Data we were asked to write but cannot.
     Rejected(String),
+    /// The run's last committed round is not the one before this record's.
+    Conflict {
+        session: String,
+        run: String,
+        round: u64,
+    },
 }
 
 impl From<rusqlite::Error> for JobError {
@@ -292,6 +316,15 @@ impl JobError {
             JobError::Sql(e) => StoreError::Backend(format!("{op}: {e}")),
             JobError::Rejected(why) => StoreError::Backend(format!("{op}: {why}")),
             JobError::Corrupt(why) => StoreError::Corrupt(format!("{op}: {why}")),
+            JobError::Conflict {
+                session,
+                run,
+                round,
+            } => StoreError::Conflict {
+                session,
+                run,
+                round,
+            },
         }
     }
 }

@@ -10,8 +10,8 @@ use tempfile::TempDir;
 
 use crate::memory::MemoryStore;
 use crate::{
-    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, Todo,
-    TodoStatus, TranscriptEntry, TranscriptMessage, Validity,
+    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
+    Todo, TodoStatus, TranscriptEntry, TranscriptMessage, Validity,
 };
 
 /// A store plus whatever must outlive it; the store drops first.
@@ -329,6 +329,28 @@ async fn events_get_increasing_sequence_numbers(store: &dyn SessionStore) {
     assert_eq!(elsewhere[0].1, json!({"type": "elsewhere"}).to_string());
 }
 
+async fn a_round_that_does_not_follow_the_last_one_is_refused(store: &dyn SessionStore) {
+    let mut first = round("s1", "r1", 1);
+    first.marked = vec!["grep".to_string()];
+    store.commit_round(first).await.unwrap();
+    for stale in [1, 3] {
+        let mut record = round("s1", "r1", stale);
+        record.marked = vec![format!("from round {stale}")];
+        record.transcript = vec![message("r1", stale, "lost")];
+        let refused = store.commit_round(record).await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict { round, .. }) if round == stale),
+            "round {stale}: {refused:?}"
+        );
+    }
+    let (session, run) = store.load("s1", "r1").await.unwrap();
+    assert_eq!(session.marked, names(&["grep"]));
+    assert_eq!(run.rounds, 1);
+    assert_eq!(store.transcript("s1", None).await.unwrap().len(), 0);
+    // Another run of the session is independent.
+    store.commit_round(round("s1", "r2", 1)).await.unwrap();
+}
+
 async fn pending_tasks_come_oldest_first(store: &dyn SessionStore) {
     let mut first = round("s1", "r1", 1);
     first.pending = Some(task("s1", "r1", "late", 2_000));
@@ -417,6 +439,7 @@ macro_rules! suite {
                 transcript_keeps_commit_order_and_narrows_by_run,
                 events_get_increasing_sequence_numbers,
                 pending_tasks_come_oldest_first,
+                a_round_that_does_not_follow_the_last_one_is_refused,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
