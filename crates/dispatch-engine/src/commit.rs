@@ -24,6 +24,19 @@ impl RoundCx<'_> {
         let mut result_of: Vec<Option<usize>> = vec![None; slots.len()];
         let mut images_all: Vec<String> = Vec::new();
         let mut put_keys: Vec<DedupeKey> = Vec::new();
+        // Batches in which a mutating call succeeded: what its siblings saw may be from before
+        // or after the change, so their results are not remembered.
+        let written_batches: HashSet<usize> = slots
+            .iter()
+            .filter_map(|slot| match &slot.state {
+                SlotState::Executed(e)
+                    if e.outcome.is_ok() && self.effect_of(slot) == Effect::Mutates =>
+                {
+                    e.batch
+                }
+                _ => None,
+            })
+            .collect();
         for (i, slot) in slots.iter_mut().enumerate() {
             let state = std::mem::replace(&mut slot.state, SlotState::Parked);
             let mut failed_dedupe = false;
@@ -84,7 +97,12 @@ impl RoundCx<'_> {
                     }
                     // An interrupted call (timeout, panic) is worth trying again, not replaying.
                     let interrupted = exec.outcome.as_ref().is_err_and(|f| f.interrupted);
-                    if let Some(key) = slot.key.filter(|_| remember && !interrupted) {
+                    let overlapped_a_write =
+                        !mutates && exec.batch.is_some_and(|b| written_batches.contains(&b));
+                    if let Some(key) = slot
+                        .key
+                        .filter(|_| remember && !interrupted && !overlapped_a_write)
+                    {
                         let entry = DedupeEntry {
                             key: key.to_hex(),
                             tool: slot.name.to_string(),

@@ -225,6 +225,8 @@ pub(crate) struct Execution {
     pub outcome: Result<ToolOutput, Failure>,
     pub started_ms: f64,
     pub ended_ms: f64,
+    /// The concurrent batch it ran in (its first call's index), when it overlapped others.
+    pub batch: Option<usize>,
 }
 
 pub(crate) struct Failure {

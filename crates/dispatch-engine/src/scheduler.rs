@@ -60,6 +60,7 @@ impl RoundCx<'_> {
                     outcome: Ok(ToolOutput::text("ok")),
                     started_ms: now,
                     ended_ms: now,
+                    batch: None,
                 });
             } else if concurrent {
                 batch.push(job);
@@ -111,9 +112,11 @@ impl RoundCx<'_> {
 /// Run consecutive concurrent calls, at most `max` at once, starting them in call order: `max`
 /// workers take the calls from one queue, so a batch costs `max` task spawns, not one per call.
 async fn run_batch(batch: Vec<Job>, max: usize, cancel: &CancellationToken, slots: &mut [Slot]) {
-    if batch.is_empty() {
+    let Some(first) = batch.first().map(|job| job.index) else {
         return;
-    }
+    };
+    // A batch of one overlapped nothing.
+    let batch_id = (batch.len() > 1).then_some(first);
     let workers = max.min(batch.len());
     let queue = Arc::new(Mutex::new(batch.into_iter()));
     let mut running = JoinSet::new();
@@ -131,7 +134,8 @@ async fn run_batch(batch: Vec<Job>, max: usize, cancel: &CancellationToken, slot
     }
     while let Some(joined) = running.join_next().await {
         // A worker never panics: a tool's panic is caught around each poll.
-        for (i, execution) in joined.unwrap_or_default() {
+        for (i, mut execution) in joined.unwrap_or_default() {
+            execution.batch = batch_id;
             slots[i].state = SlotState::Executed(execution);
         }
     }
@@ -208,6 +212,7 @@ async fn run_job(job: Job) -> (usize, Execution) {
             outcome,
             started_ms,
             ended_ms,
+            batch: None,
         },
     )
 }

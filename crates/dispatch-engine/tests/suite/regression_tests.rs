@@ -295,3 +295,42 @@ async fn did_you_mean_names_a_deferred_tool_the_way_the_model_can_call_it() {
         out.results[0].content
     );
 }
+
+#[tokio::test]
+async fn a_read_that_overlapped_a_concurrent_write_is_not_remembered() {
+    let read = reader();
+    let reads = read.calls.clone();
+    let fx = fixture()
+        .tool(read)
+        // Concurrent and mutating, like download_file.
+        .tool(TestTool::new(
+            spec("download").effect(Effect::Mutates),
+            Behaviour::WritePath,
+        ))
+        .build();
+    std::fs::write(fx.file("a.txt"), "A").unwrap();
+    fx.mark_all("s").await;
+    let both = fx
+        .run(
+            "s",
+            "r",
+            vec![
+                wrapped("1", "download", json!({"path": "a.txt"})),
+                wrapped("2", "read", json!({"path": "a.txt"})),
+            ],
+        )
+        .await;
+    assert_eq!(status_of(&both), vec![Status::Ok, Status::Ok]);
+    let again = fx
+        .run(
+            "s",
+            "r",
+            vec![wrapped("3", "read", json!({"path": "a.txt"}))],
+        )
+        .await;
+    assert_eq!(
+        (again.results[0].status, again.results[0].content.as_str()),
+        (Status::Ok, "[read] Ax")
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 2);
+}
