@@ -3,10 +3,9 @@
 // Helpers outside #[test] functions unwrap too: a failure there is a test failure.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dispatch_engine::{
-    ClientTool, Provider, Registry, RegistryError, RoundOutcome, RoundRequest, Status, ToolSpec,
+    ClientTool, Provider, Registry, RegistryError, RoundRequest, Status, ToolSpec,
     register_system_tools,
 };
 use pretty_assertions::assert_eq;
@@ -16,16 +15,6 @@ use super::support::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-fn counted(spec: ToolSpec, behaviour: Behaviour) -> (TestTool, Arc<AtomicUsize>) {
-    let tool = TestTool::new(spec, behaviour);
-    let calls = tool.calls.clone();
-    (tool, calls)
-}
-
-fn count(calls: &Arc<AtomicUsize>) -> usize {
-    calls.load(Ordering::SeqCst)
-}
 
 fn echo_tool(name: &str) -> TestTool {
     TestTool::new(spec(name), Behaviour::Echo)
@@ -37,13 +26,6 @@ fn described(name: &str, description: &str) -> TestTool {
         ToolSpec::new(name, description, loose_schema()).read_only(),
         Behaviour::Echo,
     )
-}
-
-fn results(out: &RoundOutcome) -> Vec<(Status, String)> {
-    out.results
-        .iter()
-        .map(|r| (r.status, r.content.clone()))
-        .collect()
 }
 
 /// The re-invoke header of a schema-before-fetch result.

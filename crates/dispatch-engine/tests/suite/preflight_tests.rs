@@ -21,17 +21,6 @@ use super::support::*;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// A test tool and its call counter.
-fn counted(spec: ToolSpec, behaviour: Behaviour) -> (TestTool, Arc<AtomicUsize>) {
-    let tool = TestTool::new(spec, behaviour);
-    let calls = tool.calls.clone();
-    (tool, calls)
-}
-
-fn count(calls: &Arc<AtomicUsize>) -> usize {
-    calls.load(Ordering::SeqCst)
-}
-
 /// A concurrent pure tool that asks before it runs.
 fn gated(name: &str) -> ToolSpec {
     spec(name).gate(Gate::Ask)
@@ -49,14 +38,6 @@ async fn round_excluding(
     let mut req = RoundRequest::new(session, run, provider, calls);
     req.exclude = exclude.iter().map(|e| e.to_string()).collect();
     fx.request(req).await
-}
-
-/// (status, content) of every result, in call order.
-fn results(out: &RoundOutcome) -> Vec<(Status, String)> {
-    out.results
-        .iter()
-        .map(|r| (r.status, r.content.clone()))
-        .collect()
 }
 
 /// The `ToolResult` event of one call.

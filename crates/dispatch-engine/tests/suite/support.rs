@@ -448,3 +448,23 @@ pub fn result_rows(out: &RoundOutcome) -> Vec<(String, dispatch_engine::Status, 
         .map(|r| (r.tool_call_id.clone(), r.status, r.content.clone()))
         .collect()
 }
+
+/// A test tool and its call counter.
+pub fn counted(spec: ToolSpec, behaviour: Behaviour) -> (TestTool, Arc<AtomicUsize>) {
+    let tool = TestTool::new(spec, behaviour);
+    let calls = tool.calls.clone();
+    (tool, calls)
+}
+
+/// How many times a counted tool ran.
+pub fn count(calls: &Arc<AtomicUsize>) -> usize {
+    calls.load(Ordering::SeqCst)
+}
+
+/// (status, content) of every result, in call order.
+pub fn results(out: &RoundOutcome) -> Vec<(dispatch_engine::Status, String)> {
+    out.results
+        .iter()
+        .map(|r| (r.status, r.content.clone()))
+        .collect()
+}
