@@ -23,7 +23,8 @@ impl RoundCx<'_> {
         // Index of each slot's result, for calls that share an earlier call's result.
         let mut result_of: Vec<Option<usize>> = vec![None; slots.len()];
         let mut images_all: Vec<String> = Vec::new();
-        let mut put_keys: Vec<DedupeKey> = Vec::new();
+        let mut put_keys: Vec<DedupeKey> = Vec::with_capacity(slots.len());
+        self.dedupe.reserve(slots.len());
         // Batches in which a mutating call succeeded: what its siblings saw may be from before
         // or after the change, so their results are not remembered.
         let written_batches: HashSet<usize> = slots
@@ -105,7 +106,7 @@ impl RoundCx<'_> {
                     {
                         let entry = DedupeEntry {
                             key: key.to_hex(),
-                            tool: slot.name.to_string(),
+                            tool: String::from(&*slot.name),
                             result: body.clone(),
                             images: images_ref,
                             validity: self
@@ -145,8 +146,8 @@ impl RoundCx<'_> {
                     round: self.record.round,
                     in_tools,
                     message: TranscriptMessage::Tool {
-                        tool_call_id: slot.id.to_string(),
-                        name: slot.name.to_string(),
+                        tool_call_id: String::from(&*slot.id),
+                        name: String::from(&*slot.name),
                         content: content.clone(),
                     },
                 });
@@ -154,8 +155,8 @@ impl RoundCx<'_> {
             images_all.extend(images.iter().cloned());
             result_of[i] = Some(results.len());
             results.push(SlotResult {
-                tool_call_id: slot.id.to_string(),
-                name: slot.name.to_string(),
+                tool_call_id: String::from(&*slot.id),
+                name: String::from(&*slot.name),
                 status,
                 is_error: status.is_error() || failed_dedupe,
                 content,

@@ -34,7 +34,10 @@ struct Pass1 {
 
 impl RoundCx<'_> {
     pub(crate) async fn preflight(&mut self, calls: &[RawCall]) -> Vec<Slot> {
-        let mut pass = Pass1::default();
+        let mut pass = Pass1 {
+            ready_keys: KeyMap::with_capacity_and_hasher(calls.len(), Default::default()),
+            ..Pass1::default()
+        };
         let mut slots = Vec::with_capacity(calls.len());
         for (index, call) in calls.iter().enumerate() {
             let slot = self.check(call, &mut pass).await;

@@ -98,36 +98,37 @@ pub fn path_args(args: &Value) -> Vec<&str> {
             _ => {}
         }
     }
-    for key in [
-        "path",
-        "file",
-        "target",
-        "save_to",
-        "output_file",
-        "dir",
-        "cwd",
-        "paths",
-        "write_paths",
-    ] {
-        push_strings(object.get(key), &mut out);
-    }
-    for (list, key) in [("files", "path"), ("queries", "dir")] {
-        if let Some(items) = object.get(list).and_then(Value::as_array) {
-            for item in items {
-                push_strings(item.get(key), &mut out);
+    // One pass over the arguments' own keys (usually a handful) rather than a lookup per
+    // known key: this runs for every call that reaches the gate.
+    for (key, value) in object {
+        match key.as_str() {
+            "path" | "file" | "target" | "save_to" | "output_file" | "dir" | "cwd" | "paths"
+            | "write_paths" => push_strings(Some(value), &mut out),
+            "files" | "queries" => {
+                let inner = if key == "files" { "path" } else { "dir" };
+                for item in value.as_array().into_iter().flatten() {
+                    push_strings(item.get(inner), &mut out);
+                }
             }
-        }
-    }
-    if let Some(argv) = object.get("argv").and_then(Value::as_array) {
-        for item in argv.iter().skip(1).filter_map(Value::as_str) {
-            // `--out=../x` names the file `../x`, not `--out=../x`.
-            let candidate = match item.split_once('=') {
-                Some((flag, value)) if flag.starts_with('-') => value,
-                _ => item,
-            };
-            if looks_like_path(candidate) {
-                out.push(candidate);
+            "argv" => {
+                for item in value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .skip(1)
+                    .filter_map(Value::as_str)
+                {
+                    // `--out=../x` names the file `../x`, not `--out=../x`.
+                    let candidate = match item.split_once('=') {
+                        Some((flag, value)) if flag.starts_with('-') => value,
+                        _ => item,
+                    };
+                    if looks_like_path(candidate) {
+                        out.push(candidate);
+                    }
+                }
             }
+            _ => {}
         }
     }
     out
@@ -541,8 +542,11 @@ mod tests {
             "url": "https://example.com/not/a/path",
             "mode": "read"
         });
+        // Collected in the arguments' key order; what matters is that none is missed.
+        let mut found = path_args(&args);
+        found.sort_unstable();
         assert_eq!(
-            path_args(&args),
+            found,
             vec![
                 "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"
             ]
