@@ -9,6 +9,27 @@ use dispatch_store::{DedupeEntry, TranscriptEntry, TranscriptMessage, Validity};
 use serde_json::{Value, json};
 
 use crate::canonical::DedupeKey;
+use dispatch_store::{ErrorClass, ErrorRecord, classify};
+
+/// Records offered with one failure (seed §8).
+const RELATED_ERRORS: usize = 3;
+
+/// `related_errors: [...]`: what was recorded about this tool failing this way, newest first.
+fn related_errors_line(records: &[ErrorRecord]) -> String {
+    let items: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id.get(..8).unwrap_or(&r.id),
+                "symptom": r.symptom,
+                "cause": r.cause,
+                "action": r.action,
+                "outcome": r.outcome,
+            })
+        })
+        .collect();
+    format!("related_errors: {}", Value::Array(items))
+}
 use crate::events::EventKind;
 use crate::hints::next_hint;
 use crate::round::{RoundCx, Slot, SlotResult, SlotState};
@@ -82,7 +103,7 @@ impl RoundCx<'_> {
                     (Status::Deduped, text, r.images.clone(), false, None)
                 }
                 SlotState::Executed(exec) => {
-                    let (status, body, images) = self.executed_text(slot, &exec.outcome);
+                    let (status, body, images) = self.executed_text(i, slot, &exec.outcome);
                     let images_ref = images.clone();
                     let spec = self.engine.registry.get(&slot.name).map(|t| t.spec());
                     let mutates = spec.is_some_and(|s| s.effect == Effect::Mutates);
@@ -192,6 +213,7 @@ impl RoundCx<'_> {
     /// The result text without the `[name] ` prefix, its status and its images.
     fn executed_text(
         &mut self,
+        index: usize,
         slot: &Slot,
         outcome: &Result<crate::tool::ToolOutput, crate::round::Failure>,
     ) -> (Status, String, Vec<String>) {
@@ -215,7 +237,11 @@ impl RoundCx<'_> {
                         format!("{n} image(s) loaded {text}")
                     }
                 } else if text.is_empty() || text == "no data" {
-                    "no data".to_string()
+                    // What was learned the last time this tool found nothing, if anything.
+                    match self.related.get(&index) {
+                        Some(related) => format!("no data\n{related}"),
+                        None => "no data".to_string(),
+                    }
                 } else {
                     text
                 };
@@ -234,9 +260,14 @@ impl RoundCx<'_> {
                     &failure.message,
                     failure.credential.as_ref().map(|k| k.as_deref()),
                 );
+                let related = self
+                    .related
+                    .get(&index)
+                    .map(|r| format!("\n{r}"))
+                    .unwrap_or_default();
                 (
                     failure.status,
-                    format!("tool={} failed: {message}\n{hint}", slot.name),
+                    format!("tool={} failed: {message}{related}\n{hint}", slot.name),
                     Vec::new(),
                 )
             }
@@ -246,6 +277,43 @@ impl RoundCx<'_> {
     /// `sessions/<session>/results/r<round>-<call>.txt`. Ids come from the model and the caller,
     /// so each is reduced to a safe prefix plus a hash of the whole id: no path tricks, no two
     /// ids sharing a file, and a positional id (`call_1`) is not overwritten by the next round.
+    /// Look up error memory for every executed failure and "no data" success (seed §8), so the
+    /// commit itself stays synchronous. A lookup that fails only loses the hint.
+    pub(crate) async fn recall_errors(&mut self, slots: &[Slot]) {
+        let Some(memory) = self.engine.error_memory.clone() else {
+            return;
+        };
+        for (i, slot) in slots.iter().enumerate() {
+            let SlotState::Executed(exec) = &slot.state else {
+                continue;
+            };
+            let class = match &exec.outcome {
+                Err(failure) => classify(&failure.message),
+                Ok(output)
+                    if matches!(output.text.trim(), "" | "no data") && output.images.is_empty() =>
+                {
+                    ErrorClass::NoResult
+                }
+                Ok(_) => continue,
+            };
+            match memory
+                .error_related(&slot.name, class, RELATED_ERRORS)
+                .await
+            {
+                Ok(records) if !records.is_empty() => {
+                    self.related.insert(i, related_errors_line(&records));
+                }
+                Ok(_) => {}
+                Err(e) => self.emit(EventKind::Error {
+                    text: format!(
+                        "error memory unavailable, no related_errors for {}: {e}",
+                        slot.name
+                    ),
+                }),
+            }
+        }
+    }
+
     fn spill_path(&self, slot: &Slot) -> Option<PathBuf> {
         let dir = self.engine.data_dir.as_ref()?;
         let safe = |s: &str| -> String {

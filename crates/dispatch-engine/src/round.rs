@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dispatch_store::{
-    DedupeEntry, PendingTask, RecordedCall, RoundRecord, RunSnapshot, SessionSnapshot,
+    DedupeEntry, ErrorMemory, PendingTask, RecordedCall, RoundRecord, RunSnapshot, SessionSnapshot,
     SessionStore, StoreError, Todo, TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
@@ -89,6 +89,8 @@ pub struct Engine {
     /// One lock per session seen by this engine: rounds of a session commit one at a time, so
     /// none of them builds on state another is about to replace.
     sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Where `related_errors` come from; none means no hints.
+    pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
 }
 
 /// One round to dispatch.
@@ -254,6 +256,8 @@ pub(crate) struct RoundCx<'e> {
     pub newly_marked: BTreeSet<String>,
     pub todos: Option<Vec<Todo>>,
     pub fatal: Option<String>,
+    /// `related_errors` text per slot index, looked up before the commit.
+    pub related: HashMap<usize, String>,
 }
 
 impl RoundCx<'_> {
@@ -303,7 +307,14 @@ impl Engine {
             policy: Mutex::new(policy),
             config,
             sessions: Mutex::default(),
+            error_memory: None,
         })
+    }
+
+    /// Offer records from this error memory as `related_errors` on failures (seed §8).
+    pub fn with_error_memory(mut self, memory: Arc<dyn ErrorMemory>) -> Self {
+        self.error_memory = Some(memory);
+        self
     }
 
     fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -391,6 +402,7 @@ impl Engine {
             newly_marked: BTreeSet::new(),
             todos: None,
             fatal: None,
+            related: HashMap::new(),
         };
         let calls = std::mem::take(&mut cx.req.calls);
         cx.record.transcript.push(TranscriptEntry {
@@ -414,6 +426,7 @@ impl Engine {
                 }
             }
             cx.record.pending = pending;
+            cx.recall_errors(&slots).await;
             slots
         };
         let results = cx.commit(&calls, &mut slots);

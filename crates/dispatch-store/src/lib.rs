@@ -12,9 +12,16 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod cache;
+pub mod clock;
+pub mod errors;
 pub mod memory;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+
+pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use errors::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, Outcome, classify};
 
 /// What can go wrong in a store.
 #[derive(Debug, thiserror::Error)]
@@ -221,8 +228,13 @@ pub trait SessionStore: Send + Sync {
     async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>>;
 }
 
+/// Everything a backend keeps: sessions and runs, the result cache, the error memory.
+pub trait Store: SessionStore + ResultCache + ErrorMemory {}
+
+impl<T: SessionStore + ResultCache + ErrorMemory> Store for T {}
+
 /// Open a store by URL: `memory:` or `sqlite:PATH`.
-pub fn open(url: &str) -> StoreResult<Arc<dyn SessionStore>> {
+pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
     let bad = |reason: &str| StoreError::BadUrl {
         url: url.to_string(),
         reason: reason.to_string(),

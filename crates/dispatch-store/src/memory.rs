@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::clock::{Clock, SystemClock};
 use crate::{
     DedupeEntry, EventJson, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore,
     StoreError, StoreResult, TranscriptEntry,
@@ -18,10 +19,36 @@ use crate::{
 pub(crate) mod suite_tests;
 
 /// A [`SessionStore`] that keeps everything in process memory and forgets it on drop.
-#[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    cache: Mutex<cache_impl::CacheState>,
+    errors: Mutex<errors_impl::ErrorState>,
+    /// What "now" is for TTLs (replaced in tests).
+    clock: Arc<dyn Clock>,
 }
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::with_clock(Arc::new(SystemClock))
+    }
+}
+
+impl MemoryStore {
+    /// An empty store whose TTLs follow `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryStore {
+            state: Mutex::default(),
+            cache: Mutex::default(),
+            errors: Mutex::default(),
+            clock,
+        }
+    }
+}
+
+#[path = "memory_cache.rs"]
+mod cache_impl;
+#[path = "memory_errors.rs"]
+mod errors_impl;
 
 #[derive(Default)]
 struct State {

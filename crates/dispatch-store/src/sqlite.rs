@@ -7,10 +7,11 @@
 
 use std::fmt::Display;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::clock::{Clock, SystemClock};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde::Serialize;
@@ -88,20 +89,56 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX pending_by_session ON pending (session, created_ms);
     "#,
+    // 2: the result cache and error memory.
+    r#"
+    -- scope is 'shared' or 'session:<id>'; expired rows are never returned and swept later.
+    CREATE TABLE cache (
+        scope      TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        written_ms INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) STRICT;
+    CREATE INDEX cache_by_expiry ON cache (expires_ms);
+
+    CREATE TABLE errors (
+        id           TEXT PRIMARY KEY,
+        tool         TEXT NOT NULL,
+        timestamp_ms INTEGER NOT NULL,
+        expires_ms   INTEGER NOT NULL,
+        record       TEXT NOT NULL      -- JSON ErrorRecord
+    ) STRICT;
+    CREATE INDEX errors_by_tool ON errors (tool, timestamp_ms);
+    -- Full-text search over a record's tool, keywords, symptom, cause and action.
+    CREATE VIRTUAL TABLE errors_fts USING fts5(id UNINDEXED, body);
+    "#,
 ];
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+#[path = "sqlite_cache.rs"]
+mod cache_impl;
+#[path = "sqlite_errors.rs"]
+mod errors_impl;
 
 /// A [`SessionStore`] in one SQLite file; every statement runs on one dedicated thread.
 pub struct SqliteStore {
     /// `None` only while dropping, so the worker sees the channel close.
     jobs: Option<mpsc::Sender<Job>>,
     worker: Option<JoinHandle<()>>,
+    /// What "now" is for TTLs (replaced in tests).
+    clock: Arc<dyn Clock>,
 }
 
 impl SqliteStore {
     /// Open or create the store file at `path` (and its directories) and migrate its schema.
     pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        Self::open_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// `open`, with the clock TTLs are measured by.
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> StoreResult<SqliteStore> {
         let op = format!("open {}", path.display());
         let fail = |e: &dyn Display| StoreError::Backend(format!("{op}: {e}"));
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -129,6 +166,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             jobs: Some(jobs),
             worker: Some(worker),
+            clock,
         })
     }
 

@@ -77,8 +77,9 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         }
         config.max_concurrent = n;
     }
-    let engine = Engine::new(registry, store, confirmer, config)
-        .map_err(|e| CliError::failed(e.to_string()))?;
+    let engine = Engine::new(registry, store.clone(), confirmer, config)
+        .map_err(|e| CliError::failed(e.to_string()))?
+        .with_error_memory(store);
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }

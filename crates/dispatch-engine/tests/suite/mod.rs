@@ -1,5 +1,6 @@
 mod commit_tests;
 mod deferred_tests;
+pub mod error_memory_tests;
 mod gate_tests;
 mod preflight_tests;
 mod properties;

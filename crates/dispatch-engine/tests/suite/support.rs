@@ -197,6 +197,8 @@ impl Confirmer for Scripted {
 pub struct Fixture {
     pub engine: Engine,
     pub store: Arc<dyn SessionStore>,
+    /// The engine's error memory (related_errors).
+    pub errors: Arc<dyn dispatch_store::ErrorMemory>,
     pub dir: tempfile::TempDir,
 }
 
@@ -272,17 +274,25 @@ impl FixtureBuilder {
         for tool in self.tools {
             registry.register(tool).unwrap();
         }
-        let store = self
-            .store
-            .unwrap_or_else(|| dispatch_store::open("memory:").unwrap());
+        // Error memory always comes from a memory store (the session store may be another).
+        let full = dispatch_store::open("memory:").unwrap();
+        let errors: Arc<dyn dispatch_store::ErrorMemory> = full.clone();
+        let store: Arc<dyn SessionStore> = self.store.unwrap_or(full);
         let mut config = EngineConfig::new(dir.path());
         config.max_concurrent = self.max_concurrent;
         config.data_dir = Some(dir.path().join(".data"));
         if let Some(tweak) = self.tweak {
             tweak(&mut config);
         }
-        let engine = Engine::new(registry, store.clone(), self.confirmer, config).unwrap();
-        Fixture { engine, store, dir }
+        let engine = Engine::new(registry, store.clone(), self.confirmer, config)
+            .unwrap()
+            .with_error_memory(errors.clone());
+        Fixture {
+            engine,
+            store,
+            errors,
+            dir,
+        }
     }
 }
 

@@ -1,0 +1,49 @@
+//! The 30-minute result cache (seed §5, DESIGN §4.3): entries with a TTL, per session or
+//! shared across sessions, and an age on every hit so a result can say how old it is.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::StoreResult;
+
+/// The seed's TTL for cached web results.
+pub const CACHE_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// Who may read an entry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CacheScope {
+    /// Only this session (search_web, http_request GET, anything sent with credentials).
+    Session { session: String },
+    /// Every session (fetch_page of a public page).
+    Shared,
+}
+
+/// A cache hit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheHit {
+    pub value: String,
+    /// Milliseconds since the entry was written.
+    pub age_ms: u64,
+    pub scope: CacheScope,
+}
+
+/// The result cache. Keys are the canonical request (the caller builds them); an expired entry
+/// is never returned.
+#[async_trait]
+pub trait ResultCache: Send + Sync {
+    async fn cache_get(&self, scope: &CacheScope, key: &str) -> StoreResult<Option<CacheHit>>;
+    /// Write or replace an entry; it expires `ttl` after now.
+    async fn cache_put(
+        &self,
+        scope: &CacheScope,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> StoreResult<()>;
+    async fn cache_remove(&self, scope: &CacheScope, key: &str) -> StoreResult<()>;
+    /// Drop expired entries; returns how many were dropped.
+    async fn cache_sweep(&self) -> StoreResult<u64>;
+}
