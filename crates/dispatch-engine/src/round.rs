@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dispatch_store::{
-    DedupeEntry, ErrorMemory, PendingTask, RecordedCall, RoundRecord, RunSnapshot, SessionSnapshot,
-    SessionStore, StoreError, Todo, TranscriptEntry, TranscriptMessage,
+    DedupeEntry, ErrorMemory, JournalEntry, PendingTask, RecordedCall, RoundRecord, RunSnapshot,
+    SessionSnapshot, SessionStore, StoreError, Todo, TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -156,6 +156,10 @@ pub struct RoundOutcome {
     /// A tool reported a fatal error: the results are committed, but the run should stop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fatal: Option<String>,
+    /// Mutating calls of earlier rounds of this session that started but whose results were
+    /// never committed (the process died): reported once, never run again (DESIGN §4.7).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<JournalEntry>,
 }
 
 impl RoundOutcome {
@@ -258,6 +262,10 @@ pub(crate) struct RoundCx<'e> {
     pub fatal: Option<String>,
     /// `related_errors` text per slot index, looked up before the commit.
     pub related: HashMap<usize, String>,
+    /// Journal entries of this round's mutating calls, closed by its commit.
+    pub journaled: Vec<String>,
+    /// Journal entries left open by earlier rounds, reported by this one.
+    pub interrupted: Vec<JournalEntry>,
 }
 
 impl RoundCx<'_> {
@@ -372,6 +380,9 @@ impl Engine {
         let lock = self.session_lock(&req.session);
         let _one_round_at_a_time = lock.lock().await;
         let (session, run) = self.store.load(&req.session, &req.run).await?;
+        // Rounds of a session run one at a time, so anything still open here was begun by a
+        // round that never committed.
+        let interrupted = self.store.journal_open(&req.session).await?;
         let log = Arc::new(EventLog::new(req.live.clone()));
         let round = run.rounds + 1;
         let record = RoundRecord {
@@ -403,7 +414,10 @@ impl Engine {
             todos: None,
             fatal: None,
             related: HashMap::new(),
+            journaled: Vec::new(),
+            interrupted: Vec::new(),
         };
+        cx.report_interrupted(interrupted);
         let calls = std::mem::take(&mut cx.req.calls);
         cx.record.transcript.push(TranscriptEntry {
             run: cx.req.run.clone(),
@@ -595,6 +609,8 @@ impl RoundCx<'_> {
             self.record.write_epoch = self.run.write_epoch;
         }
         let mut record = std::mem::take(&mut self.record);
+        // The cancelled calls are the caller's knowledge now, not a dead round's.
+        record.journal_done.append(&mut self.journaled);
         record.events = store_events(&self.log.take());
         self.engine.store.commit_round(record).await?;
         Err(EngineError::Cancelled)
@@ -603,6 +619,7 @@ impl RoundCx<'_> {
     async fn finish(mut self, results: Vec<SlotResult>) -> Result<RoundOutcome, EngineError> {
         let events = self.log.take();
         let mut record = std::mem::take(&mut self.record);
+        record.journal_done.append(&mut self.journaled);
         record.marked = self.newly_marked.iter().cloned().collect();
         record.todos = self.todos.take();
         if let Some(pending) = record.pending.as_mut() {
@@ -626,7 +643,48 @@ impl RoundCx<'_> {
             events,
             pending,
             fatal: self.fatal,
+            interrupted: self.interrupted,
         })
+    }
+
+    /// Close the journal entries an earlier, dead round left open, say so, and forget what
+    /// the run remembered if one of them belonged to it (its write may have half happened).
+    fn report_interrupted(&mut self, entries: Vec<JournalEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        if entries.iter().any(|e| e.run == self.req.run) {
+            self.invalidate(&[]);
+            self.record.write_epoch = self.run.write_epoch;
+        }
+        for entry in &entries {
+            self.emit(EventKind::Error {
+                text: format!(
+                    "call {} ({}) of round {} in run {} was interrupted before its result was committed; it was not run again, so check what it may have changed",
+                    entry.tool_call_id, entry.tool_name, entry.round, entry.run
+                ),
+            });
+            self.record.journal_done.push(entry.id.clone());
+        }
+        self.interrupted = entries;
+    }
+
+    /// Journal a mutating call before it runs; an error means it must not run.
+    pub(crate) async fn journal(&mut self, slot: &Slot) -> Result<(), StoreError> {
+        let entry = JournalEntry {
+            id: format!("{}|{}|{}", self.req.run, self.record.round, slot.id),
+            session: self.req.session.clone(),
+            run: self.req.run.clone(),
+            round: self.record.round,
+            tool_call_id: slot.id.to_string(),
+            tool_name: slot.name.to_string(),
+            arguments: slot.args_raw.to_string(),
+            started_ms: now_unix_ms(),
+        };
+        let id = entry.id.clone();
+        self.engine.store.journal_begin(entry).await?;
+        self.journaled.push(id);
+        Ok(())
     }
 }
 

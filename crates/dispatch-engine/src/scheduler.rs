@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventLog};
 use crate::round::{Execution, Failure, RoundCx, Slot, SlotState, go_duration};
-use crate::spec::ToolSpec;
+use crate::spec::{Effect, ToolSpec};
 use crate::status::Status;
 use crate::tool::{Exclude, Progress, ProgressState, Tool, ToolContext, ToolError, ToolOutput};
 
@@ -51,6 +51,21 @@ impl RoundCx<'_> {
             };
             let spec = tool.spec();
             let (fire_and_forget, concurrent) = (spec.fire_and_forget, spec.is_concurrent());
+            // Exactly-once (DESIGN §4.7): a call that changes the world is journalled before it
+            // runs; if that cannot be written, it does not run.
+            if spec.effect == Effect::Mutates
+                && let Err(e) = self.journal(&slots[index]).await
+            {
+                slots[index].state = SlotState::Settled {
+                    status: Status::Failed,
+                    text: format!(
+                        "tool={} failed: not run: it changes things, and the call journal that keeps it from running twice could not be written ({e}); try again later",
+                        slots[index].name
+                    ),
+                    images: Vec::new(),
+                };
+                continue;
+            }
             let job = self.job(index, &slots[index], tool, args);
             if fire_and_forget {
                 // Started, not awaited: its events arrive whenever it runs.

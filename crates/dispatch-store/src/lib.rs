@@ -185,6 +185,22 @@ impl EventJson for Value {
     }
 }
 
+/// A mutating call that started and whose result has not been committed yet (DESIGN §4.7).
+/// One still open when a later round of its session starts was interrupted (the process died):
+/// it is reported, never run again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// `<run>|<round>|<call id>`: unique within the session.
+    pub id: String,
+    pub session: String,
+    pub run: String,
+    pub round: u64,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub arguments: String,
+    pub started_ms: u64,
+}
+
 /// Everything one round changed, written in one go.
 #[derive(Clone, Debug, Default)]
 pub struct RoundRecord {
@@ -206,6 +222,8 @@ pub struct RoundRecord {
     /// The round's events, in order.
     pub events: Vec<Arc<dyn EventJson>>,
     pub pending: Option<PendingTask>,
+    /// Journal entries (by id) whose calls this round committed or reported: they are closed.
+    pub journal_done: Vec<String>,
 }
 
 /// Sessions, runs, transcripts, events and pending tasks.
@@ -226,6 +244,10 @@ pub trait SessionStore: Send + Sync {
     async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, String)>>;
     /// Pending tasks of the session, oldest first.
     async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>>;
+    /// Record that a mutating call is about to run; durable before the call starts.
+    async fn journal_begin(&self, entry: JournalEntry) -> StoreResult<()>;
+    /// The session's journal entries not yet closed by a commit, oldest first.
+    async fn journal_open(&self, session: &str) -> StoreResult<Vec<JournalEntry>>;
 }
 
 /// Everything a backend keeps: sessions and runs, the result cache, the error memory.

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use crate::clock::{Clock, SystemClock};
 use crate::{
-    DedupeEntry, EventJson, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore,
-    StoreError, StoreResult, TranscriptEntry,
+    DedupeEntry, EventJson, JournalEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot,
+    SessionStore, StoreError, StoreResult, TranscriptEntry,
 };
 
 #[cfg(test)]
@@ -63,6 +63,7 @@ struct SessionState {
     /// Sorted by sequence number, so `events(after)` can binary-search.
     events: Vec<(u64, Arc<dyn EventJson>)>,
     pending: Vec<PendingTask>,
+    journal: Vec<JournalEntry>,
 }
 
 #[derive(Default)]
@@ -146,6 +147,7 @@ impl SessionStore for MemoryStore {
             transcript,
             events,
             pending,
+            journal_done,
         } = record;
         let mut state = self.state()?;
         let last = state
@@ -198,6 +200,9 @@ impl SessionStore for MemoryStore {
                 None => stored.pending.push(task),
             }
         }
+        stored
+            .journal
+            .retain(|entry| !journal_done.contains(&entry.id));
         Ok(())
     }
 
@@ -239,5 +244,25 @@ impl SessionStore for MemoryStore {
         // Stable, so tasks created in the same millisecond keep their commit order.
         tasks.sort_by_key(|task| task.created_at_ms);
         Ok(tasks)
+    }
+
+    async fn journal_begin(&self, entry: JournalEntry) -> StoreResult<()> {
+        let mut state = self.state()?;
+        let stored = state.sessions.entry(entry.session.clone()).or_default();
+        stored.journal.retain(|known| known.id != entry.id);
+        stored.journal.push(entry);
+        Ok(())
+    }
+
+    async fn journal_open(&self, session: &str) -> StoreResult<Vec<JournalEntry>> {
+        let state = self.state()?;
+        let mut entries = state
+            .sessions
+            .get(session)
+            .map(|s| s.journal.clone())
+            .unwrap_or_default();
+        // Stable: entries begun in the same millisecond keep their order.
+        entries.sort_by_key(|entry| entry.started_ms);
+        Ok(entries)
     }
 }

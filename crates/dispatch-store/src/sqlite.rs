@@ -19,8 +19,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use crate::{
-    DedupeEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError,
-    StoreResult, TranscriptEntry,
+    DedupeEntry, JournalEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot,
+    SessionStore, StoreError, StoreResult, TranscriptEntry,
 };
 
 #[cfg(test)]
@@ -112,6 +112,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX errors_by_tool ON errors (tool, timestamp_ms);
     -- Full-text search over a record's tool, keywords, symptom, cause and action.
     CREATE VIRTUAL TABLE errors_fts USING fts5(id UNINDEXED, body);
+    "#,
+    // 3: the call journal (exactly-once for mutating calls).
+    r#"
+    CREATE TABLE journal (
+        id         TEXT NOT NULL,
+        session    TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        record     TEXT NOT NULL,   -- JSON JournalEntry
+        PRIMARY KEY (session, id)
+    ) STRICT;
     "#,
 ];
 
@@ -304,6 +314,41 @@ impl SessionStore for SqliteStore {
                 events.push((seq, row.get::<_, String>(1)?));
             }
             Ok(events)
+        })
+        .await
+    }
+
+    async fn journal_begin(&self, entry: JournalEntry) -> StoreResult<()> {
+        let op = format!("journal call {} of {}", entry.tool_call_id, entry.session);
+        self.run(op, move |conn| {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO journal (id, session, started_ms, record)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                entry.id,
+                entry.session,
+                to_i64(entry.started_ms, "journal time")?,
+                to_json(&entry)?,
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn journal_open(&self, session: &str) -> StoreResult<Vec<JournalEntry>> {
+        let op = format!("read the call journal of {session}");
+        let session = session.to_string();
+        self.run(op, move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT record FROM journal WHERE session = ?1 ORDER BY started_ms, rowid",
+            )?;
+            let mut rows = stmt.query(params![session])?;
+            let mut entries = Vec::new();
+            while let Some(row) = rows.next()? {
+                entries.push(from_json(&row.get::<_, String>(0)?, "journal entry")?);
+            }
+            Ok(entries)
         })
         .await
     }
@@ -578,6 +623,11 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
             to_json(task)?,
             to_i64(task.created_at_ms, "pending task creation time")?,
         ])?;
+    }
+
+    let mut close = tx.prepare_cached("DELETE FROM journal WHERE session = ?1 AND id = ?2")?;
+    for id in &record.journal_done {
+        close.execute(params![session, id])?;
     }
     Ok(())
 }

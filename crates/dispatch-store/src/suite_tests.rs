@@ -351,6 +351,39 @@ async fn a_round_that_does_not_follow_the_last_one_is_refused(store: &dyn Sessio
     store.commit_round(round("s1", "r2", 1)).await.unwrap();
 }
 
+fn journal_entry(session: &str, id: &str, started_ms: u64) -> crate::JournalEntry {
+    crate::JournalEntry {
+        id: id.to_string(),
+        session: session.to_string(),
+        run: "r1".to_string(),
+        round: 1,
+        tool_call_id: id.to_string(),
+        tool_name: "edit".to_string(),
+        arguments: "{}".to_string(),
+        started_ms,
+    }
+}
+
+async fn journal_entries_stay_open_until_a_commit_closes_them(store: &dyn SessionStore) {
+    assert_eq!(store.journal_open("s1").await.unwrap(), vec![]);
+    let (a, b) = (journal_entry("s1", "a", 20), journal_entry("s1", "b", 10));
+    store.journal_begin(a.clone()).await.unwrap();
+    store.journal_begin(b.clone()).await.unwrap();
+    store
+        .journal_begin(journal_entry("s2", "c", 5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.journal_open("s1").await.unwrap(),
+        vec![b.clone(), a.clone()]
+    );
+    let mut record = round("s1", "r1", 1);
+    record.journal_done = vec!["b".to_string(), "unknown".to_string()];
+    store.commit_round(record).await.unwrap();
+    assert_eq!(store.journal_open("s1").await.unwrap(), vec![a]);
+    assert_eq!(store.journal_open("s2").await.unwrap().len(), 1);
+}
+
 async fn pending_tasks_come_oldest_first(store: &dyn SessionStore) {
     let mut first = round("s1", "r1", 1);
     first.pending = Some(task("s1", "r1", "late", 2_000));
@@ -440,6 +473,7 @@ macro_rules! suite {
                 events_get_increasing_sequence_numbers,
                 pending_tasks_come_oldest_first,
                 a_round_that_does_not_follow_the_last_one_is_refused,
+                journal_entries_stay_open_until_a_commit_closes_them,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,6 +2,7 @@ mod commit_tests;
 mod deferred_tests;
 pub mod error_memory_tests;
 mod gate_tests;
+pub mod journal_tests;
 mod preflight_tests;
 mod properties;
 pub mod regression_tests;
