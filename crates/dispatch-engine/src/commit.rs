@@ -228,6 +228,9 @@ impl RoundCx<'_> {
                     self.session.todos = todos.clone();
                     self.todos = Some(todos.clone());
                 }
+                if let Some(put) = &output.cache_put {
+                    self.cache_puts.push(put.clone());
+                }
                 let text = shape(output.text.trim(), budget, spill.as_deref());
                 let body = if !output.images.is_empty() {
                     let n = output.images.len();

@@ -33,5 +33,5 @@ pub use round::{
 };
 pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};
 pub use status::Status;
-pub use tool::{Exclude, Progress, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{CachePut, Exclude, Progress, Tool, ToolContext, ToolError, ToolOutput};
 pub use wire::{Provider, RawCall};

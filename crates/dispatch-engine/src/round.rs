@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dispatch_store::{
-    DedupeEntry, ErrorMemory, JournalEntry, PendingTask, RecordedCall, RoundRecord, RunSnapshot,
-    SessionSnapshot, SessionStore, StoreError, Todo, TranscriptEntry, TranscriptMessage,
+    DedupeEntry, ErrorMemory, JournalEntry, PendingTask, RecordedCall, ResultCache, RoundRecord,
+    RunSnapshot, SessionSnapshot, SessionStore, StoreError, Todo, TranscriptEntry,
+    TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -91,6 +92,8 @@ pub struct Engine {
     sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Where `related_errors` come from; none means no hints.
     pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
+    /// The result cache handed to tools and written in pass 3.
+    pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
 }
 
 /// One round to dispatch.
@@ -266,6 +269,8 @@ pub(crate) struct RoundCx<'e> {
     pub journaled: Vec<String>,
     /// Journal entries left open by earlier rounds, reported by this one.
     pub interrupted: Vec<JournalEntry>,
+    /// Result cache entries committed results asked for, written after the commit.
+    pub cache_puts: Vec<crate::tool::CachePut>,
 }
 
 impl RoundCx<'_> {
@@ -316,7 +321,14 @@ impl Engine {
             config,
             sessions: Mutex::default(),
             error_memory: None,
+            result_cache: None,
         })
+    }
+
+    /// Give tools this result cache, and write the entries their results ask for (seed §5).
+    pub fn with_result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
+        self.result_cache = Some(cache);
+        self
     }
 
     /// Offer records from this error memory as `related_errors` on failures (seed §8).
@@ -416,6 +428,7 @@ impl Engine {
             related: HashMap::new(),
             journaled: Vec::new(),
             interrupted: Vec::new(),
+            cache_puts: Vec::new(),
         };
         cx.report_interrupted(interrupted);
         let calls = std::mem::take(&mut cx.req.calls);
@@ -635,6 +648,23 @@ impl RoundCx<'_> {
         let pending = record.pending.clone();
         let round = record.round;
         self.engine.store.commit_round(record).await?;
+        // After the commit: an entry must never describe a result that was not committed.
+        // A cache that fails costs a later fetch, never this round.
+        if let Some(cache) = &self.engine.result_cache {
+            for put in std::mem::take(&mut self.cache_puts) {
+                if let Err(e) = cache
+                    .cache_put(&put.scope, &put.key, &put.value, put.ttl)
+                    .await
+                {
+                    self.log.emit(EventKind::Error {
+                        text: format!("result cache unavailable, {} not cached: {e}", put.key),
+                    });
+                }
+            }
+        }
+        // Cache failures happen after the record was written: the outcome still shows them.
+        let mut events = events;
+        events.extend(self.log.take());
         Ok(RoundOutcome {
             session: self.req.session,
             run: self.req.run,

@@ -111,6 +111,7 @@ impl RoundCx<'_> {
             // Not a child of the round's token: registering 64 children under one lock costs
             // more than the scheduler watching the round's token on the call's behalf.
             cancel: CancellationToken::new(),
+            cache: engine.result_cache.clone(),
         };
         Job {
             index,

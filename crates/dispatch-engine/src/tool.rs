@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use dispatch_store::Todo;
+use dispatch_store::{CacheScope, ResultCache, Todo};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,18 @@ pub struct ToolOutput {
     pub todos: Option<Vec<Todo>>,
     /// Tools whose schema this call showed the model (find_tools).
     pub marks: Vec<String>,
+    /// An entry for the result cache, written in pass 3 once the result is committed
+    /// (http_request GET, seed §5); the tool decides key, scope and whether it may be cached.
+    pub cache_put: Option<CachePut>,
+}
+
+/// A result cache entry a call asks pass 3 to write.
+#[derive(Clone, Debug)]
+pub struct CachePut {
+    pub scope: CacheScope,
+    pub key: String,
+    pub value: String,
+    pub ttl: std::time::Duration,
 }
 
 impl ToolOutput {
@@ -89,6 +101,9 @@ pub struct ToolContext {
     pub progress: Progress,
     /// Cancelled when the call times out or the round is cancelled.
     pub cancel: CancellationToken,
+    /// The result cache, for tools that read their own entries (fetch_page, search_web) or
+    /// check one before fetching; `None` when the engine has none.
+    pub cache: Option<Arc<dyn ResultCache>>,
 }
 
 /// Names not available in a session; a trailing `*` is a prefix match.

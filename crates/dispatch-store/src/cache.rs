@@ -30,6 +30,25 @@ pub struct CacheHit {
     pub scope: CacheScope,
 }
 
+impl CacheHit {
+    /// How the result says where it came from: `(cached 7 min ago, shared across sessions)`.
+    pub fn note(&self) -> String {
+        let secs = self.age_ms / 1000;
+        let age = if secs < 60 {
+            format!("{secs} s")
+        } else if secs < 3600 {
+            format!("{} min", secs / 60)
+        } else {
+            format!("{} h", secs / 3600)
+        };
+        let scope = match self.scope {
+            CacheScope::Shared => "shared across sessions",
+            CacheScope::Session { .. } => "this session",
+        };
+        format!("(cached {age} ago, {scope}; pass force=true for a fresh copy)")
+    }
+}
+
 /// The result cache. Keys are the canonical request (the caller builds them); an expired entry
 /// is never returned.
 #[async_trait]
@@ -46,4 +65,29 @@ pub trait ResultCache: Send + Sync {
     async fn cache_remove(&self, scope: &CacheScope, key: &str) -> StoreResult<()>;
     /// Drop expired entries; returns how many were dropped.
     async fn cache_sweep(&self) -> StoreResult<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hit_says_how_old_it_is_and_where_it_is_shared() {
+        let hit = |age_ms, scope| CacheHit {
+            value: String::new(),
+            age_ms,
+            scope,
+        };
+        assert_eq!(
+            hit(7 * 60_000 + 5, CacheScope::Shared).note(),
+            "(cached 7 min ago, shared across sessions; pass force=true for a fresh copy)"
+        );
+        let own = CacheScope::Session {
+            session: "s".into(),
+        };
+        assert_eq!(
+            hit(42_000, own).note(),
+            "(cached 42 s ago, this session; pass force=true for a fresh copy)"
+        );
+    }
 }

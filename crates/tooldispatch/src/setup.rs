@@ -79,7 +79,8 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
     }
     let engine = Engine::new(registry, store.clone(), confirmer, config)
         .map_err(|e| CliError::failed(e.to_string()))?
-        .with_error_memory(store);
+        .with_error_memory(store.clone())
+        .with_result_cache(store);
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }

@@ -1,3 +1,4 @@
+pub mod cache_tests;
 mod commit_tests;
 mod deferred_tests;
 pub mod error_memory_tests;

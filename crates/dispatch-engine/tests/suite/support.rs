@@ -277,6 +277,7 @@ impl FixtureBuilder {
         // Error memory always comes from a memory store (the session store may be another).
         let full = dispatch_store::open("memory:").unwrap();
         let errors: Arc<dyn dispatch_store::ErrorMemory> = full.clone();
+        let full_cache: Arc<dyn dispatch_store::ResultCache> = full.clone();
         let store: Arc<dyn SessionStore> = self.store.unwrap_or(full);
         let mut config = EngineConfig::new(dir.path());
         config.max_concurrent = self.max_concurrent;
@@ -286,7 +287,8 @@ impl FixtureBuilder {
         }
         let engine = Engine::new(registry, store.clone(), self.confirmer, config)
             .unwrap()
-            .with_error_memory(errors.clone());
+            .with_error_memory(errors.clone())
+            .with_result_cache(full_cache);
         Fixture {
             engine,
             store,
