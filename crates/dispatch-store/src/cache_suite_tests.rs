@@ -44,6 +44,25 @@ fn sqlite() -> Fixture {
     }
 }
 
+/// A Redis store under a prefix of its own; its keys are deleted after the store drops.
+#[cfg(feature = "redis")]
+struct RedisFixture {
+    cache: Arc<dyn ResultCache>,
+    clock: Arc<ManualClock>,
+    _keys: crate::redis::testing::KeySweeper,
+}
+
+#[cfg(feature = "redis")]
+fn redis() -> RedisFixture {
+    let clock = Arc::new(ManualClock::at(START_MS));
+    let (store, keys) = crate::redis::testing::store(clock.clone());
+    RedisFixture {
+        cache: Arc::new(store),
+        clock,
+        _keys: keys,
+    }
+}
+
 fn session(id: &str) -> CacheScope {
     CacheScope::Session {
         session: id.to_string(),
@@ -388,8 +407,12 @@ async fn sqlite_an_entry_survives_reopening_the_file() {
 /// Instantiate the suite for one backend: `$open` builds a fresh [`Fixture`] per test.
 macro_rules! suite {
     ($backend:ident, $open:path) => {
+        suite!($backend, $open, skip_if false);
+    };
+    // `$skip` is checked first by every test: a backend whose server is not there skips.
+    ($backend:ident, $open:path, skip_if $skip:expr) => {
         mod $backend {
-            suite!(@shared $open;
+            suite!(@shared $open, $skip;
                 an_unknown_key_is_a_miss,
                 a_hit_reports_its_age_by_the_clock,
                 an_entry_is_served_until_its_ttl_and_not_at_it,
@@ -407,6 +430,9 @@ macro_rules! suite {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn concurrent_puts_and_gets_on_distinct_keys_all_land() {
+                if $skip {
+                    return;
+                }
                 let fixture = $open();
                 super::concurrent_puts_and_gets_on_distinct_keys_all_land(
                     std::sync::Arc::clone(&fixture.cache),
@@ -416,10 +442,13 @@ macro_rules! suite {
             }
         }
     };
-    (@shared $open:path; $($check:ident),* $(,)?) => {
+    (@shared $open:path, $skip:expr; $($check:ident),* $(,)?) => {
         $(
             #[tokio::test]
             async fn $check() {
+                if $skip {
+                    return;
+                }
                 let fixture = $open();
                 super::$check(&*fixture.cache, &fixture.clock).await;
             }
@@ -430,3 +459,5 @@ macro_rules! suite {
 suite!(memory_backend, super::memory);
 #[cfg(feature = "sqlite")]
 suite!(sqlite_backend, super::sqlite);
+#[cfg(feature = "redis")]
+suite!(redis_backend, super::redis, skip_if crate::redis::testing::unavailable());

@@ -40,6 +40,25 @@ fn sqlite() -> Fixture {
     }
 }
 
+/// A Redis store under a prefix of its own; its keys are deleted after the store drops.
+#[cfg(feature = "redis")]
+struct RedisFixture {
+    memory: Arc<dyn ErrorMemory>,
+    clock: Arc<ManualClock>,
+    _keys: crate::redis::testing::KeySweeper,
+}
+
+#[cfg(feature = "redis")]
+fn redis() -> RedisFixture {
+    let clock = Arc::new(ManualClock::at(START_MS));
+    let (store, keys) = crate::redis::testing::store(clock.clone());
+    RedisFixture {
+        memory: Arc::new(store),
+        clock,
+        _keys: keys,
+    }
+}
+
 fn record(tool: &str, symptom: &str, action: &str, at: u64) -> ErrorRecord {
     ErrorRecord::new(
         tool,
@@ -175,8 +194,12 @@ async fn writing_the_same_id_replaces_the_record(m: &dyn ErrorMemory, _: &Manual
 
 macro_rules! suite {
     ($backend:ident, $open:path) => {
+        suite!($backend, $open, skip_if false);
+    };
+    // `$skip` is checked first by every test: a backend whose server is not there skips.
+    ($backend:ident, $open:path, skip_if $skip:expr) => {
         mod $backend {
-            suite!(@each $open;
+            suite!(@each $open, $skip;
                 search_needs_every_word_and_returns_newest_first,
                 query_syntax_from_the_model_is_searched_not_obeyed,
                 related_matches_tool_and_error_class_newest_first,
@@ -186,10 +209,13 @@ macro_rules! suite {
             );
         }
     };
-    (@each $open:path; $($check:ident),* $(,)?) => {
+    (@each $open:path, $skip:expr; $($check:ident),* $(,)?) => {
         $(
             #[tokio::test]
             async fn $check() {
+                if $skip {
+                    return;
+                }
                 let fixture = $open();
                 super::$check(&*fixture.memory, &fixture.clock).await;
             }
@@ -200,3 +226,5 @@ macro_rules! suite {
 suite!(memory_backend, super::memory);
 #[cfg(feature = "sqlite")]
 suite!(sqlite_backend, super::sqlite);
+#[cfg(feature = "redis")]
+suite!(redis_backend, super::redis, skip_if crate::redis::testing::unavailable());

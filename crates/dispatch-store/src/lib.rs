@@ -1,5 +1,6 @@
 //! Storage for tooldispatch: the records a round reads and writes, the `SessionStore` trait,
-//! and its backends (`memory:` for tests and benchmarks, `sqlite:PATH` for the embedded default).
+//! and its backends (`memory:` for tests and benchmarks, `sqlite:PATH` for the embedded default,
+//! `redis://HOST:PORT/DB` to share state across machines).
 //!
 //! The engine loads a session and a run once per round ([`SessionStore::load`]) and writes
 //! everything the round changed in one call ([`SessionStore::commit_round`]), so a backend can
@@ -16,6 +17,8 @@ pub mod cache;
 pub mod clock;
 pub mod errors;
 pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -255,7 +258,7 @@ pub trait Store: SessionStore + ResultCache + ErrorMemory {}
 
 impl<T: SessionStore + ResultCache + ErrorMemory> Store for T {}
 
-/// Open a store by URL: `memory:` or `sqlite:PATH`.
+/// Open a store by URL: `memory:`, `sqlite:PATH` or `redis://HOST:PORT/DB`.
 pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
     let bad = |reason: &str| StoreError::BadUrl {
         url: url.to_string(),
@@ -277,5 +280,15 @@ pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
         #[cfg(not(feature = "sqlite"))]
         return Err(bad("this build has no SQLite backend"));
     }
-    Err(bad("use memory: or sqlite:PATH"))
+    if url.starts_with("redis://") {
+        // Connects on first use, so opening needs no runtime and a down Redis shows up as a
+        // backend error on the first call, not here.
+        #[cfg(feature = "redis")]
+        {
+            return Ok(Arc::new(crate::redis::RedisStore::open(url)?));
+        }
+        #[cfg(not(feature = "redis"))]
+        return Err(bad("this build has no Redis backend"));
+    }
+    Err(bad("use memory:, sqlite:PATH or redis://HOST:PORT/DB"))
 }

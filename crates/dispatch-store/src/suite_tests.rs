@@ -37,6 +37,22 @@ fn sqlite() -> Fixture {
     }
 }
 
+/// A Redis store under a prefix of its own; its keys are deleted after the store drops.
+#[cfg(feature = "redis")]
+struct RedisFixture {
+    store: Arc<dyn SessionStore>,
+    _keys: crate::redis::testing::KeySweeper,
+}
+
+#[cfg(feature = "redis")]
+fn redis() -> RedisFixture {
+    let (store, keys) = crate::redis::testing::store(Arc::new(crate::SystemClock));
+    RedisFixture {
+        store: Arc::new(store),
+        _keys: keys,
+    }
+}
+
 pub(crate) fn round(session: &str, run: &str, round: u64) -> RoundRecord {
     RoundRecord {
         session: session.to_string(),
@@ -464,8 +480,12 @@ async fn concurrent_commits_on_distinct_runs_all_land(store: Arc<dyn SessionStor
 /// Instantiate the suite for one backend: `$open` builds a fresh [`Fixture`] per test.
 macro_rules! suite {
     ($backend:ident, $open:path) => {
+        suite!($backend, $open, skip_if false);
+    };
+    // `$skip` is checked first by every test: a backend whose server is not there skips.
+    ($backend:ident, $open:path, skip_if $skip:expr) => {
         mod $backend {
-            suite!(@shared $open;
+            suite!(@shared $open, $skip;
                 unknown_session_and_run_load_empty,
                 session_state_accumulates_across_rounds,
                 run_state_and_dedupe_follow_each_round,
@@ -478,6 +498,9 @@ macro_rules! suite {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn concurrent_commits_on_distinct_runs_all_land() {
+                if $skip {
+                    return;
+                }
                 let fixture = $open();
                 super::concurrent_commits_on_distinct_runs_all_land(Arc::clone(&fixture.store))
                     .await;
@@ -486,10 +509,13 @@ macro_rules! suite {
             use std::sync::Arc;
         }
     };
-    (@shared $open:path; $($check:ident),* $(,)?) => {
+    (@shared $open:path, $skip:expr; $($check:ident),* $(,)?) => {
         $(
             #[tokio::test]
             async fn $check() {
+                if $skip {
+                    return;
+                }
                 let fixture = $open();
                 super::$check(&*fixture.store).await;
             }
@@ -500,3 +526,5 @@ macro_rules! suite {
 suite!(memory_backend, super::memory);
 #[cfg(feature = "sqlite")]
 suite!(sqlite_backend, super::sqlite);
+#[cfg(feature = "redis")]
+suite!(redis_backend, super::redis, skip_if crate::redis::testing::unavailable());

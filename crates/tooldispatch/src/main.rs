@@ -48,7 +48,7 @@ struct Common {
     /// The work directory tools are confined to (default: the current directory).
     #[arg(long)]
     workdir: Option<PathBuf>,
-    /// Store URL: sqlite:PATH (default under $XDG_DATA_HOME/tooldispatch/) or memory:.
+    /// Store URL: sqlite:PATH (default under $XDG_DATA_HOME/tooldispatch/), redis://HOST:PORT/DB or memory:.
     #[arg(long, env = "TOOLDISPATCH_STORE")]
     store: Option<String>,
     /// Who approves calls that need confirmation: none (decline, the default), all, or ask (terminal).

@@ -1,0 +1,369 @@
+//! Sessions, runs, transcripts, events, pending tasks and the call journal in Redis.
+//!
+//! A round commit is one Lua script rather than WATCH/MULTI/EXEC. Redis runs a script with no
+//! other command in between, so the round check and every write are one atomic step in one
+//! round trip, with no retry loop. A script can also use what it writes: the event sequence
+//! numbers are the list lengths `RPUSH` returns, published in the same step. WATCH would need
+//! a read round trip first, would have to watch the session's event list as well (so commits
+//! of different runs of one session would abort each other and retry), and still could not
+//! know the sequence numbers to publish before EXEC.
+//!
+//! Redis does not roll a script back if a command in it fails halfway, so the script checks
+//! the round before its first write and everything it writes is encoded beforehand in Rust.
+//! Out of memory, Redis refuses only a script's first write (a script without flags, like
+//! this one, is then let finish), so that case writes nothing either.
+
+use std::collections::HashMap;
+
+use ::redis::aio::ConnectionManager;
+use async_trait::async_trait;
+
+use super::{RedisStore, backend, from_json, parse_u64, to_json};
+use crate::{
+    DedupeEntry, JournalEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot,
+    SessionStore, StoreError, StoreResult, TranscriptEntry,
+};
+
+/// Apply one round. KEYS: run, session, marked, dedupe, dedupe-order, transcript, events,
+/// pending, pending-order, journal, journal-order. ARGV: the round that must be the run's last
+/// one (`0` for none), round, write_epoch, turn_allow_all, has_todos, todos, events channel,
+/// has_pending, pending hash, pending JSON, then six counted lists (a count, then that many
+/// values): marked names, dedupe puts (key and entry, so twice the entries), dedupe drops,
+/// transcript entries, events, closed journal ids. Returns 0 (and writes nothing) when the
+/// round does not follow the last one, else 1.
+///
+/// Rounds are compared as text, so no number goes through Lua's doubles.
+const COMMIT: &str = r#"
+local last = redis.call('HGET', KEYS[1], 'rounds') or '0'
+if last ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'rounds', ARGV[2], 'write_epoch', ARGV[3], 'turn_allow_all', ARGV[4])
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[2], 'todos', ARGV[6])
+end
+
+local at = 11
+-- The bounds of the next counted list in ARGV.
+local function next_list()
+  local count = tonumber(ARGV[at])
+  local first = at + 1
+  at = first + count
+  return first, at - 1
+end
+
+local first, last_arg = next_list()
+for i = first, last_arg do
+  redis.call('SADD', KEYS[3], ARGV[i])
+end
+
+-- Puts before drops: when a round both stores and invalidates a key, the key is gone.
+first, last_arg = next_list()
+for i = first, last_arg, 2 do
+  if not redis.call('ZSCORE', KEYS[5], ARGV[i]) then
+    local slot = redis.call('HINCRBY', KEYS[1], 'dedupe_next', 1)
+    redis.call('ZADD', KEYS[5], slot, ARGV[i])
+  end
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+end
+first, last_arg = next_list()
+for i = first, last_arg do
+  redis.call('HDEL', KEYS[4], ARGV[i])
+  redis.call('ZREM', KEYS[5], ARGV[i])
+end
+
+first, last_arg = next_list()
+for i = first, last_arg do
+  redis.call('RPUSH', KEYS[6], ARGV[i])
+end
+
+first, last_arg = next_list()
+for i = first, last_arg do
+  local seq = redis.call('RPUSH', KEYS[7], ARGV[i])
+  redis.call('PUBLISH', ARGV[7], '{"seq":' .. seq .. ',"event":' .. ARGV[i] .. '}')
+end
+
+if ARGV[8] == '1' then
+  if not redis.call('ZSCORE', KEYS[9], ARGV[9]) then
+    local slot = redis.call('HINCRBY', KEYS[2], 'pending_next', 1)
+    redis.call('ZADD', KEYS[9], slot, ARGV[9])
+  end
+  redis.call('HSET', KEYS[8], ARGV[9], ARGV[10])
+end
+
+first, last_arg = next_list()
+for i = first, last_arg do
+  redis.call('HDEL', KEYS[10], ARGV[i])
+  redis.call('ZREM', KEYS[11], ARGV[i])
+end
+return 1
+"#;
+
+/// Add or replace a journal entry; a replaced one moves last, as in the memory store.
+/// KEYS: session, journal, journal-order. ARGV: entry id, entry JSON.
+const JOURNAL_BEGIN: &str = r#"
+local slot = redis.call('HINCRBY', KEYS[1], 'journal_next', 1)
+redis.call('ZADD', KEYS[3], slot, ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+"#;
+
+/// Push a counted list onto script arguments.
+fn counted(args: &mut Vec<String>, items: impl ExactSizeIterator<Item = String>) {
+    args.push(items.len().to_string());
+    args.extend(items);
+}
+
+/// The values of a hash in the order a sorted set lists their fields. The two are only ever
+/// written together; a member without a field is skipped rather than reported.
+fn in_order<T: serde::de::DeserializeOwned>(
+    order: Vec<String>,
+    mut values: HashMap<String, String>,
+    what: &str,
+) -> StoreResult<Vec<T>> {
+    order
+        .into_iter()
+        .filter_map(|field| values.remove(&field))
+        .map(|text| from_json(&text, what))
+        .collect()
+}
+
+/// The sorted set `order` and the hash `hash`, read together.
+async fn ordered_values(
+    conn: &mut ConnectionManager,
+    hash: String,
+    order: String,
+    op: String,
+) -> StoreResult<(Vec<String>, HashMap<String, String>)> {
+    ::redis::pipe()
+        .atomic()
+        .cmd("ZRANGE")
+        .arg(order)
+        .arg(0)
+        .arg(-1)
+        .cmd("HGETALL")
+        .arg(hash)
+        .query_async(conn)
+        .await
+        .map_err(backend(op))
+}
+
+#[async_trait]
+impl SessionStore for RedisStore {
+    async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let mut conn = self.connection().await?;
+        let keys = &self.keys;
+        type Loaded = (
+            Option<String>,
+            Vec<String>,
+            (Option<String>, Option<String>, Option<String>),
+            Vec<String>,
+            HashMap<String, String>,
+        );
+        // MULTI/EXEC so the snapshot never mixes two commits.
+        let (todos, marked, (rounds, write_epoch, allow), order, dedupe): Loaded = ::redis::pipe()
+            .atomic()
+            .cmd("HGET")
+            .arg(keys.session(session))
+            .arg("todos")
+            .cmd("SMEMBERS")
+            .arg(keys.marked(session))
+            .cmd("HMGET")
+            .arg(keys.run(session, run))
+            .arg(&["rounds", "write_epoch", "turn_allow_all"])
+            .cmd("ZRANGE")
+            .arg(keys.dedupe_order(session, run))
+            .arg(0)
+            .arg(-1)
+            .cmd("HGETALL")
+            .arg(keys.dedupe(session, run))
+            .query_async(&mut conn)
+            .await
+            .map_err(backend(format!("load {session}/{run}")))?;
+
+        let snapshot = SessionSnapshot {
+            marked: marked.into_iter().collect(),
+            todos: match todos {
+                Some(text) => from_json(&text, "todo list")?,
+                None => Vec::new(),
+            },
+        };
+        let dedupe: Vec<DedupeEntry> = in_order(order, dedupe, "dedupe entry")?;
+        let run = RunSnapshot {
+            rounds: parse_u64(rounds.as_deref(), "round count")?,
+            write_epoch: parse_u64(write_epoch.as_deref(), "write epoch")?,
+            turn_allow_all: allow.as_deref() == Some("1"),
+            dedupe,
+        };
+        Ok((snapshot, run))
+    }
+
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
+        let conflict = |record: RoundRecord| StoreError::Conflict {
+            session: record.session,
+            run: record.run,
+            round: record.round,
+        };
+        // Round 0 never follows anything; refuse it before building the script's arguments.
+        let Some(previous) = record.round.checked_sub(1) else {
+            return Err(conflict(record));
+        };
+        let keys = &self.keys;
+        let (session, run) = (record.session.as_str(), record.run.as_str());
+        let script_keys = [
+            keys.run(session, run),
+            keys.session(session),
+            keys.marked(session),
+            keys.dedupe(session, run),
+            keys.dedupe_order(session, run),
+            keys.transcript(session),
+            keys.events(session),
+            keys.pending(session),
+            keys.pending_order(session),
+            keys.journal(session),
+            keys.journal_order(session),
+        ];
+
+        let mut args = vec![
+            previous.to_string(),
+            record.round.to_string(),
+            record.write_epoch.to_string(),
+            u8::from(record.turn_allow_all).to_string(),
+        ];
+        match &record.todos {
+            Some(todos) => args.extend(["1".to_string(), to_json(todos)?]),
+            None => args.extend(["0".to_string(), String::new()]),
+        }
+        args.push(keys.events(session));
+        match &record.pending {
+            Some(task) => args.extend(["1".to_string(), task.task_hash.clone(), to_json(task)?]),
+            None => args.extend(["0".to_string(), String::new(), String::new()]),
+        }
+        counted(&mut args, record.marked.iter().cloned());
+        let mut puts = Vec::with_capacity(record.dedupe_put.len() * 2);
+        for entry in &record.dedupe_put {
+            puts.push(entry.key.clone());
+            puts.push(to_json(entry)?);
+        }
+        counted(&mut args, puts.into_iter());
+        counted(&mut args, record.dedupe_drop.iter().cloned());
+        let transcript = record
+            .transcript
+            .iter()
+            .map(to_json)
+            .collect::<StoreResult<Vec<_>>>()?;
+        counted(&mut args, transcript.into_iter());
+        counted(&mut args, record.events.iter().map(|event| event.to_json()));
+        counted(&mut args, record.journal_done.iter().cloned());
+
+        let mut conn = self.connection().await?;
+        let applied: i64 = ::redis::cmd("EVAL")
+            .arg(COMMIT)
+            .arg(script_keys.len())
+            .arg(&script_keys)
+            .arg(&args)
+            .query_async(&mut conn)
+            .await
+            .map_err(backend(format!(
+                "commit round {} of {session}/{run}",
+                record.round
+            )))?;
+        if applied == 1 {
+            Ok(())
+        } else {
+            Err(conflict(record))
+        }
+    }
+
+    async fn transcript(
+        &self,
+        session: &str,
+        run: Option<&str>,
+    ) -> StoreResult<Vec<TranscriptEntry>> {
+        let mut conn = self.connection().await?;
+        let texts: Vec<String> = ::redis::cmd("LRANGE")
+            .arg(self.keys.transcript(session))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .map_err(backend(format!("read the transcript of {session}")))?;
+        let mut entries = Vec::with_capacity(texts.len());
+        for text in texts {
+            let entry: TranscriptEntry = from_json(&text, "transcript entry")?;
+            if run.is_none_or(|run| entry.run == run) {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
+    }
+
+    async fn events(&self, session: &str, after: u64) -> StoreResult<Vec<(u64, String)>> {
+        // Sequence number n sits at index n - 1, so the events after `after` start at index
+        // `after`; an index past i64 is past any list.
+        let Ok(start) = i64::try_from(after) else {
+            return Ok(Vec::new());
+        };
+        let mut conn = self.connection().await?;
+        let texts: Vec<String> = ::redis::cmd("LRANGE")
+            .arg(self.keys.events(session))
+            .arg(start)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .map_err(backend(format!("read the events of {session}")))?;
+        Ok((after + 1..).zip(texts).collect())
+    }
+
+    async fn pending(&self, session: &str) -> StoreResult<Vec<PendingTask>> {
+        let mut conn = self.connection().await?;
+        let (order, tasks) = ordered_values(
+            &mut conn,
+            self.keys.pending(session),
+            self.keys.pending_order(session),
+            format!("read pending tasks of {session}"),
+        )
+        .await?;
+        let mut tasks: Vec<PendingTask> = in_order(order, tasks, "pending task")?;
+        // Stable, so tasks created in the same millisecond keep their commit order.
+        tasks.sort_by_key(|task| task.created_at_ms);
+        Ok(tasks)
+    }
+
+    async fn journal_begin(&self, entry: JournalEntry) -> StoreResult<()> {
+        let keys = &self.keys;
+        let session = entry.session.as_str();
+        let text = to_json(&entry)?;
+        let mut conn = self.connection().await?;
+        let _: i64 = ::redis::cmd("EVAL")
+            .arg(JOURNAL_BEGIN)
+            .arg(3)
+            .arg(keys.session(session))
+            .arg(keys.journal(session))
+            .arg(keys.journal_order(session))
+            .arg(&entry.id)
+            .arg(text)
+            .query_async(&mut conn)
+            .await
+            .map_err(backend(format!(
+                "journal call {} of {session}",
+                entry.tool_call_id
+            )))?;
+        Ok(())
+    }
+
+    async fn journal_open(&self, session: &str) -> StoreResult<Vec<JournalEntry>> {
+        let mut conn = self.connection().await?;
+        let (order, entries) = ordered_values(
+            &mut conn,
+            self.keys.journal(session),
+            self.keys.journal_order(session),
+            format!("read the call journal of {session}"),
+        )
+        .await?;
+        let mut entries: Vec<JournalEntry> = in_order(order, entries, "journal entry")?;
+        // Stable: entries begun in the same millisecond keep their order.
+        entries.sort_by_key(|entry| entry.started_ms);
+        Ok(entries)
+    }
+}
