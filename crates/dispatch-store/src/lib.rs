@@ -16,15 +16,19 @@ use serde_json::Value;
 pub mod cache;
 pub mod clock;
 pub mod errors;
+pub mod maintenance;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod secrets;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use errors::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, Outcome, classify};
+pub use maintenance::{EntryCounts, GcPolicy, GcReport, Maintenance, StoreStats};
+pub use secrets::{SecretKey, Secrets};
 
 /// What can go wrong in a store.
 #[derive(Debug, thiserror::Error)]
@@ -253,10 +257,10 @@ pub trait SessionStore: Send + Sync {
     async fn journal_open(&self, session: &str) -> StoreResult<Vec<JournalEntry>>;
 }
 
-/// Everything a backend keeps: sessions and runs, the result cache, the error memory.
-pub trait Store: SessionStore + ResultCache + ErrorMemory {}
+/// Everything a backend keeps: sessions and runs, the result cache, the error memory, secrets.
+pub trait Store: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance {}
 
-impl<T: SessionStore + ResultCache + ErrorMemory> Store for T {}
+impl<T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance> Store for T {}
 
 /// Open a store by URL: `memory:`, `sqlite:PATH` or `redis://HOST:PORT/DB`.
 pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {

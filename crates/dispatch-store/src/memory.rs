@@ -23,8 +23,11 @@ pub struct MemoryStore {
     state: Mutex<State>,
     cache: Mutex<cache_impl::CacheState>,
     errors: Mutex<errors_impl::ErrorState>,
+    secrets: Mutex<secrets_impl::SecretState>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
+    /// Cache hits and misses since this store was made (for `stats`).
+    cache_counters: crate::maintenance::CacheCounters,
 }
 
 impl Default for MemoryStore {
@@ -40,7 +43,9 @@ impl MemoryStore {
             state: Mutex::default(),
             cache: Mutex::default(),
             errors: Mutex::default(),
+            secrets: Mutex::default(),
             clock,
+            cache_counters: Default::default(),
         }
     }
 }
@@ -49,6 +54,10 @@ impl MemoryStore {
 mod cache_impl;
 #[path = "memory_errors.rs"]
 mod errors_impl;
+#[path = "memory_maintenance.rs"]
+mod maintenance_impl;
+#[path = "memory_secrets.rs"]
+mod secrets_impl;
 
 #[derive(Default)]
 struct State {
@@ -76,6 +85,8 @@ struct RunState {
     /// Where each key sits in `dedupe`: a replaced entry keeps its place, like an SQL upsert.
     slots: HashMap<String, u64>,
     next_slot: u64,
+    /// When the last round was committed (store clock), so `gc` can tell a finished run.
+    last_commit_ms: u64,
 }
 
 impl RunState {
@@ -162,6 +173,7 @@ impl SessionStore for MemoryStore {
                 round,
             });
         }
+        let now = self.clock.now_ms();
         let stored = state.sessions.entry(session).or_default();
 
         stored.snapshot.marked.extend(marked);
@@ -173,6 +185,7 @@ impl SessionStore for MemoryStore {
         run_state.rounds = round;
         run_state.write_epoch = write_epoch;
         run_state.turn_allow_all = turn_allow_all;
+        run_state.last_commit_ms = now;
         // Drops after puts, as in the SQLite backend: when a round both stores and invalidates
         // a key, serving a stale result is worse than running the call again.
         for entry in dedupe_put {

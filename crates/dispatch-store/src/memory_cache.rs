@@ -29,6 +29,19 @@ struct Entry {
 }
 
 impl CacheState {
+    /// Entries still served at `now`, and expired ones not yet dropped (for `stats`).
+    pub(super) fn counts(&self, now: u64) -> crate::maintenance::EntryCounts {
+        let mut counts = crate::maintenance::EntryCounts::default();
+        for entry in self.scopes.values().flat_map(HashMap::values) {
+            if entry.expires_ms > now {
+                counts.live += 1;
+            } else {
+                counts.expired += 1;
+            }
+        }
+        counts
+    }
+
     fn remove(&mut self, scope: &CacheScope, key: &str) {
         if let Some(entries) = self.scopes.get_mut(scope) {
             entries.remove(key);
@@ -46,7 +59,7 @@ fn ttl_ms(ttl: Duration) -> u64 {
 }
 
 impl MemoryStore {
-    fn cache(&self) -> StoreResult<MutexGuard<'_, CacheState>> {
+    pub(super) fn cache(&self) -> StoreResult<MutexGuard<'_, CacheState>> {
         // Same policy as the session state: a panic mid-update may have left the map
         // inconsistent, so refuse rather than serve from it.
         self.cache.lock().map_err(|_| {
@@ -63,13 +76,16 @@ impl ResultCache for MemoryStore {
         let now = self.clock.now_ms();
         let mut cache = self.cache()?;
         let Some(entry) = cache.scopes.get(scope).and_then(|entries| entries.get(key)) else {
+            self.cache_counters.miss();
             return Ok(None);
         };
         if entry.expires_ms <= now {
             // Expiry on read, as in the SQLite backend: the entry can never be served again.
             cache.remove(scope, key);
+            self.cache_counters.miss();
             return Ok(None);
         }
+        self.cache_counters.hit();
         Ok(Some(CacheHit {
             value: entry.value.clone(),
             // A clock that stepped back reads as a fresh entry, not as an error.

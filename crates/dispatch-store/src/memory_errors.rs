@@ -21,8 +21,28 @@ fn ttl_ms() -> u64 {
     u64::try_from(ERROR_TTL.as_millis()).unwrap_or(u64::MAX)
 }
 
+impl ErrorState {
+    /// Records still remembered at `now`, and expired ones not yet dropped (for `stats`).
+    pub(super) fn counts(&self, now: u64) -> crate::maintenance::EntryCounts {
+        let live = self.records.iter().filter(|(_, e)| *e > now).count();
+        let live = u64::try_from(live).unwrap_or(u64::MAX);
+        let all = u64::try_from(self.records.len()).unwrap_or(u64::MAX);
+        crate::maintenance::EntryCounts {
+            live,
+            expired: all - live,
+        }
+    }
+
+    /// Drop the records expired at `now`; returns how many (for `gc`).
+    pub(super) fn drop_expired(&mut self, now: u64) -> u64 {
+        let before = self.records.len();
+        self.records.retain(|(_, expires)| *expires > now);
+        u64::try_from(before - self.records.len()).unwrap_or(u64::MAX)
+    }
+}
+
 impl MemoryStore {
-    fn error_state(&self) -> StoreResult<MutexGuard<'_, ErrorState>> {
+    pub(super) fn error_state(&self) -> StoreResult<MutexGuard<'_, ErrorState>> {
         self.errors.lock().map_err(|_| {
             StoreError::Backend("memory store: a thread panicked while writing errors".into())
         })

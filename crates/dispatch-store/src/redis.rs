@@ -29,11 +29,21 @@
 //! | `errors:ids`                    | zset    | record ids, all scored 0, for prefix lookup with `ZRANGEBYLEX` |
 //! | `errors:tool:{tool}`            | set     | ids of the records of that tool |
 //! | `errors:gram:{abc}`             | set     | ids of the records whose lower-cased text contains those three characters |
+//! | `secrets`                       | hash    | secret name → hex of the 24-byte nonce followed by the ciphertext |
 //!
 //! Every `{…}` part is escaped by [`escape`]: `%` becomes `%25` and `:` becomes `%3A`, so no
 //! part contains the `:` separator and `("a:b", "c")` and `("a", "b:c")` name different keys.
 //! Cache keys are hashed instead: they can be long and may carry request headers with
 //! credentials, which have no place in key names (they show up in `SCAN`, `MONITOR`, slow logs).
+//!
+//! # Secrets
+//!
+//! Secret values are sealed with a key kept in a local key file, never in Redis: by default
+//! `$XDG_DATA_HOME/tooldispatch/redis.key` (or `~/.local/share/tooldispatch/redis.key`), or the
+//! file given to [`RedisStore::with_secret_key_file`]. It is created on first use, so every
+//! machine that shares the Redis needs a copy of the same key file (mode 0600), made before
+//! it first stores a secret; a machine with another key cannot read the secrets and
+//! overwrites them with values others cannot read.
 //!
 //! # Time
 //!
@@ -65,6 +75,10 @@ use crate::{StoreError, StoreResult};
 mod cache_impl;
 #[path = "redis_errors.rs"]
 mod errors_impl;
+#[path = "redis_maintenance.rs"]
+mod maintenance_impl;
+#[path = "redis_secrets.rs"]
+mod secrets_impl;
 #[path = "redis_session.rs"]
 mod session_impl;
 
@@ -97,6 +111,10 @@ pub struct RedisStore {
     keys: Keys,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
+    /// Cache hits and misses since this store was opened (for `stats`).
+    cache_counters: crate::maintenance::CacheCounters,
+    /// The local key file that seals the shared secrets (see "Secrets" above).
+    secrets: crate::secrets::KeyFile,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -137,7 +155,15 @@ impl RedisStore {
                 prefix: prefix.to_string(),
             },
             clock,
+            cache_counters: Default::default(),
+            secrets: crate::secrets::KeyFile::new(secrets_impl::default_key_path()),
         })
+    }
+
+    /// Seal secrets with the key in `path` instead of the default key file.
+    pub fn with_secret_key_file(mut self, path: impl Into<std::path::PathBuf>) -> RedisStore {
+        self.secrets = crate::secrets::KeyFile::new(path.into());
+        self
     }
 
     /// [`RedisStore::lazy`] with the default prefix and the system clock (for `open`).
@@ -235,6 +261,9 @@ impl Keys {
     }
     fn error_gram(&self, gram: &str) -> String {
         self.key("errors:gram", &[gram])
+    }
+    fn secrets(&self) -> String {
+        self.key("secrets", &[])
     }
 }
 

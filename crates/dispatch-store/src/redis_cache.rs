@@ -93,6 +93,7 @@ impl ResultCache for RedisStore {
             .await
             .map_err(backend(op()))?;
         let Some(text) = text else {
+            self.cache_counters.miss();
             return Ok(None);
         };
         let entry: Entry = from_json(&text, "cache entry")?;
@@ -107,8 +108,10 @@ impl ResultCache for RedisStore {
                 .query_async(&mut conn)
                 .await
                 .map_err(backend(op()))?;
+            self.cache_counters.miss();
             return Ok(None);
         }
+        self.cache_counters.hit();
         Ok(Some(CacheHit {
             value: entry.value,
             // A clock that stepped back reads as a fresh entry, not as an error.

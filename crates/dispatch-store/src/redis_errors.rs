@@ -79,10 +79,12 @@ impl RedisStore {
         keys
     }
 
-    /// Forget the records that are due at `now`, with their index memberships.
-    async fn forget_due(&self, now: u64) -> StoreResult<()> {
+    /// Forget the records that are due at `now`, with their index memberships; returns how
+    /// many were forgotten (for `gc`).
+    pub(super) async fn forget_due(&self, now: u64) -> StoreResult<u64> {
         let mut conn = self.connection().await?;
         let op = || backend("forget expired error records");
+        let mut forgotten: u64 = 0;
         loop {
             let due: Vec<String> = ::redis::cmd("ZRANGEBYSCORE")
                 .arg(self.keys.error_expiry())
@@ -106,7 +108,7 @@ impl RedisStore {
                     .and_then(|text| serde_json::from_str::<ErrorRecord>(&text).ok())
                     .map(|record| self.index_keys(&record))
                     .unwrap_or_default();
-                let _: i64 = ::redis::cmd("EVAL")
+                let dropped: u64 = ::redis::cmd("EVAL")
                     .arg(FORGET_IF_DUE)
                     .arg(3 + memberships.len())
                     .arg(self.keys.error(id))
@@ -118,9 +120,10 @@ impl RedisStore {
                     .query_async(&mut conn)
                     .await
                     .map_err(op())?;
+                forgotten += dropped;
             }
             if due.len() < FORGET_BATCH {
-                return Ok(());
+                return Ok(forgotten);
             }
         }
     }

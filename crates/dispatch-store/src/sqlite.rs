@@ -123,6 +123,15 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (session, id)
     ) STRICT;
     "#,
+    // 4: secrets, sealed with the key in `<store file>.key` (never in this file).
+    r#"
+    CREATE TABLE secrets (
+        name       TEXT PRIMARY KEY,
+        nonce      BLOB NOT NULL,   -- 24 random bytes
+        ciphertext BLOB NOT NULL,   -- XChaCha20-Poly1305 of the value, the name as associated data
+        updated_ms INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -131,6 +140,10 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 mod cache_impl;
 #[path = "sqlite_errors.rs"]
 mod errors_impl;
+#[path = "sqlite_maintenance.rs"]
+mod maintenance_impl;
+#[path = "sqlite_secrets.rs"]
+mod secrets_impl;
 
 /// A [`SessionStore`] in one SQLite file; every statement runs on one dedicated thread.
 pub struct SqliteStore {
@@ -139,6 +152,12 @@ pub struct SqliteStore {
     worker: Option<JoinHandle<()>>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
+    /// The secrets: their key file and the key once loaded (see sqlite_secrets.rs).
+    secrets: secrets_impl::SecretKeyFile,
+    /// The database file, for the size `stats` reports.
+    path: std::path::PathBuf,
+    /// Cache hits and misses since this store was opened (for `stats`).
+    cache_counters: crate::maintenance::CacheCounters,
 }
 
 impl SqliteStore {
@@ -177,6 +196,9 @@ impl SqliteStore {
             jobs: Some(jobs),
             worker: Some(worker),
             clock,
+            secrets: secrets_impl::SecretKeyFile::beside(path),
+            path: path.to_path_buf(),
+            cache_counters: Default::default(),
         })
     }
 

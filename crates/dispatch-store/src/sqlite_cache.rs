@@ -69,6 +69,7 @@ impl ResultCache for SqliteStore {
             }))
         })
         .await
+        .inspect(|hit| self.cache_counters.record(hit.is_some()))
     }
 
     async fn cache_put(

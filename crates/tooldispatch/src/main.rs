@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod setup;
+mod store_cmd;
 mod terminal;
 
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ enum Command {
     Replay(ReplayArgs),
     /// Measure the engine: per-call overhead, or the concurrency bound with sleeping calls.
     Bench(bench::BenchArgs),
+    /// Store housekeeping: `stats` (what it holds) and `gc` (drop what is no longer needed).
+    Store(store_cmd::StoreArgs),
 }
 
 /// Options every dispatching command shares.
@@ -188,6 +191,7 @@ fn main() -> ExitCode {
             Command::Round(args) => commands::round(args).await,
             Command::Tools(args) => commands::tools(args).await,
             Command::Replay(args) => commands::replay(args).await,
+            Command::Store(args) => store_cmd::run(args).await,
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))
                 .await

@@ -1,4 +1,5 @@
 mod bench;
 mod cli;
 mod replay;
+mod store;
 pub mod support;

@@ -96,6 +96,11 @@ impl Td {
     pub fn data_dir(&self) -> &Path {
         &self.data
     }
+
+    /// The SQLite file `cmd` points `--store` at.
+    pub fn store_path(&self) -> &Path {
+        &self.store
+    }
 }
 
 /// Exit 0, stdout one JSON document.
