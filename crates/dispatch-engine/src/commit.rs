@@ -78,14 +78,20 @@ impl RoundCx<'_> {
                 SlotState::Client => (Status::Client, String::new(), Vec::new(), false, None),
                 SlotState::Settled {
                     status,
-                    text,
+                    mut text,
                     images,
-                } => (status, text, images, true, None),
+                } => {
+                    // Pre-flight messages may quote the arguments.
+                    self.redactor.redact_in_place(&mut text);
+                    (status, text, images, true, None)
+                }
                 SlotState::Deduped {
-                    text,
+                    mut text,
                     images,
                     is_error,
                 } => {
+                    // Remembered before a secret was stored, perhaps.
+                    self.redactor.redact_in_place(&mut text);
                     failed_dedupe = is_error;
                     (Status::Deduped, text, images, false, None)
                 }
@@ -103,7 +109,8 @@ impl RoundCx<'_> {
                     (Status::Deduped, text, r.images.clone(), false, None)
                 }
                 SlotState::Executed(exec) => {
-                    let (status, body, images) = self.executed_text(i, slot, &exec.outcome);
+                    let (status, mut body, images) = self.executed_text(i, slot, &exec.outcome);
+                    self.redactor.redact_in_place(&mut body);
                     let images_ref = images.clone();
                     let spec = self.engine.registry.get(&slot.name).map(|t| t.spec());
                     let mutates = spec.is_some_and(|s| s.effect == Effect::Mutates);
@@ -229,7 +236,9 @@ impl RoundCx<'_> {
                     self.todos = Some(todos.clone());
                 }
                 if let Some(put) = &output.cache_put {
-                    self.cache_puts.push(put.clone());
+                    let mut put = put.clone();
+                    self.redactor.redact_in_place(&mut put.value);
+                    self.cache_puts.push(put);
                 }
                 let text = shape(output.text.trim(), budget, spill.as_deref());
                 let body = if !output.images.is_empty() {
@@ -435,7 +444,7 @@ impl RoundCx<'_> {
         }) = self.record.transcript.first_mut()
             && let Some(call) = tool_calls.get_mut(index)
         {
-            call.arguments = args.to_string();
+            call.arguments = self.redactor.redact(&args.to_string()).into_owned();
         }
     }
 }

@@ -7,6 +7,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::redact::Redactor;
 use crate::status::Status;
 
 /// One event: the fields of its kind plus `at_ms`, in one flat JSON object.
@@ -103,23 +104,85 @@ pub enum EventKind {
     Done,
 }
 
+impl EventKind {
+    /// Replace secret values in every text the event carries.
+    fn redact(&mut self, r: &Redactor) {
+        let arc = |text: &mut Arc<str>| {
+            if let std::borrow::Cow::Owned(clean) = r.redact(text) {
+                *text = Arc::from(clean);
+            }
+        };
+        match self {
+            EventKind::ToolCall { tool_args, .. } => arc(tool_args),
+            EventKind::ToolProgress { text, .. }
+            | EventKind::ToolCallText { text, .. }
+            | EventKind::Canceled { text }
+            | EventKind::Error { text }
+            | EventKind::Pending { text, .. } => r.redact_in_place(text),
+            EventKind::ToolResult {
+                tool_args, result, ..
+            } => {
+                arc(tool_args);
+                r.redact_in_place(result);
+            }
+            EventKind::ToolSkipped {
+                tool_args, text, ..
+            } => {
+                arc(tool_args);
+                r.redact_in_place(text);
+            }
+            EventKind::ToolConfirm {
+                tool_args,
+                text,
+                remember_rule,
+                ..
+            } => {
+                arc(tool_args);
+                r.redact_in_place(text);
+                r.redact_in_place(remember_rule);
+            }
+            EventKind::ClientToolCall { client_tool_calls } => {
+                for call in client_tool_calls {
+                    if let Some(serde_json::Value::String(args)) = call.get_mut("arguments") {
+                        r.redact_in_place(args);
+                    }
+                }
+            }
+            EventKind::ToolCallStart { .. }
+            | EventKind::ToolCallEnd { .. }
+            | EventKind::TodoUpdate { .. }
+            | EventKind::Done => {}
+        }
+    }
+}
+
 /// Collects a round's events and forwards them to live subscribers.
 pub struct EventLog {
     start: Instant,
+    /// Secret values never leave in an event.
+    redactor: Redactor,
     events: Mutex<Vec<Arc<Event>>>,
     live: Option<broadcast::Sender<Arc<Event>>>,
 }
 
 impl EventLog {
     pub fn new(live: Option<broadcast::Sender<Arc<Event>>>) -> Self {
+        Self::with_redactor(live, Redactor::default())
+    }
+
+    pub fn with_redactor(live: Option<broadcast::Sender<Arc<Event>>>, redactor: Redactor) -> Self {
         EventLog {
             start: Instant::now(),
+            redactor,
             events: Mutex::new(Vec::new()),
             live,
         }
     }
 
-    pub fn emit(&self, kind: EventKind) {
+    pub fn emit(&self, mut kind: EventKind) {
+        if !self.redactor.is_empty() {
+            kind.redact(&self.redactor);
+        }
         // Stamped, stored and sent under one lock, so the log, the live stream and the
         // timestamps agree on the order.
         let Ok(mut events) = self.events.lock() else {

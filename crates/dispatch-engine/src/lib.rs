@@ -12,6 +12,7 @@ pub mod events;
 pub mod gate;
 pub mod hints;
 mod preflight;
+pub mod redact;
 pub mod registry;
 pub mod round;
 pub mod rules;

@@ -20,6 +20,7 @@ use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
 use crate::events::{Event, EventKind, EventLog};
 use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
+use crate::redact::{Redactor, SecretValues};
 use crate::registry::Registry;
 use crate::rules::{RuleLint, Rules};
 use crate::sensitive::ReadOnlyCommands;
@@ -71,6 +72,8 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("the round was cancelled before its results were committed")]
     Cancelled,
+    #[error("cannot read the stored secrets, so results could not be kept free of them: {0}")]
+    Secrets(String),
     #[error("cannot read the rules file {path}: {source}")]
     Rules {
         path: String,
@@ -94,6 +97,8 @@ pub struct Engine {
     pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
     /// The result cache handed to tools and written in pass 3.
     pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
+    /// Where the secret values to redact come from.
+    pub(crate) secret_values: Option<Arc<dyn SecretValues>>,
 }
 
 /// One round to dispatch.
@@ -271,6 +276,7 @@ pub(crate) struct RoundCx<'e> {
     pub interrupted: Vec<JournalEntry>,
     /// Result cache entries committed results asked for, written after the commit.
     pub cache_puts: Vec<crate::tool::CachePut>,
+    pub redactor: Redactor,
 }
 
 impl RoundCx<'_> {
@@ -322,7 +328,15 @@ impl Engine {
             sessions: Mutex::default(),
             error_memory: None,
             result_cache: None,
+            secret_values: None,
         })
+    }
+
+    /// Replace the values these secrets hold with `[secret:NAME]` in everything a round keeps
+    /// or shows (DESIGN §3.17).
+    pub fn with_secret_values(mut self, source: Arc<dyn SecretValues>) -> Self {
+        self.secret_values = Some(source);
+        self
     }
 
     /// Give tools this result cache, and write the entries their results ask for (seed §5).
@@ -395,7 +409,14 @@ impl Engine {
         // Rounds of a session run one at a time, so anything still open here was begun by a
         // round that never committed.
         let interrupted = self.store.journal_open(&req.session).await?;
-        let log = Arc::new(EventLog::new(req.live.clone()));
+        // Fail closed: a round that cannot learn the secrets could not keep them out.
+        let redactor = match &self.secret_values {
+            Some(source) => {
+                Redactor::new(source.secret_values().await.map_err(EngineError::Secrets)?)
+            }
+            None => Redactor::default(),
+        };
+        let log = Arc::new(EventLog::with_redactor(req.live.clone(), redactor.clone()));
         let round = run.rounds + 1;
         let record = RoundRecord {
             session: req.session.clone(),
@@ -429,6 +450,7 @@ impl Engine {
             journaled: Vec::new(),
             interrupted: Vec::new(),
             cache_puts: Vec::new(),
+            redactor,
         };
         cx.report_interrupted(interrupted);
         let calls = std::mem::take(&mut cx.req.calls);
@@ -436,7 +458,7 @@ impl Engine {
             run: cx.req.run.clone(),
             round,
             in_tools: false,
-            message: assistant_message(&calls),
+            message: assistant_message(&calls, &cx.redactor),
         });
 
         let handed_off = cx.client_handoff(&calls);
@@ -728,13 +750,13 @@ pub(crate) fn normalise_name(name: &str) -> String {
 }
 
 /// The provider-neutral assistant message that carried the calls.
-fn assistant_message(calls: &[RawCall]) -> TranscriptMessage {
+fn assistant_message(calls: &[RawCall], redactor: &Redactor) -> TranscriptMessage {
     let tool_calls = calls
         .iter()
         .map(|c| RecordedCall {
             id: c.id.trim().to_string(),
             name: normalise_name(&c.name),
-            arguments: c.arguments.trim().to_string(),
+            arguments: redactor.redact(c.arguments.trim()).into_owned(),
         })
         .collect();
     TranscriptMessage::Assistant { tool_calls }

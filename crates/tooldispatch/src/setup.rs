@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use dispatch_engine::redact::StoredSecrets;
 use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
 
 use crate::terminal::TerminalConfirmer;
@@ -44,6 +45,14 @@ pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
     })
 }
 
+/// Open the store `--store` names (else the default); a bad URL is bad input (exit 2).
+pub fn open_store(option: Option<&str>) -> Result<Arc<dyn dispatch_store::Store>, CliError> {
+    dispatch_store::open(&store_url(option)).map_err(|e| match e {
+        dispatch_store::StoreError::BadUrl { .. } => CliError::input(e.to_string()),
+        other => CliError::failed(other.to_string()),
+    })
+}
+
 /// Build the engine for a command. `default_store` applies when `--store` is absent.
 pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
     let workdir = match &common.workdir {
@@ -57,11 +66,7 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
             workdir.display()
         ))
     })?;
-    let url = store_url(common.store.as_deref().or(default_store));
-    let store = dispatch_store::open(&url).map_err(|e| match e {
-        dispatch_store::StoreError::BadUrl { .. } => CliError::input(e.to_string()),
-        other => CliError::failed(other.to_string()),
-    })?;
+    let store = open_store(common.store.as_deref().or(default_store))?;
     let confirmer: Arc<dyn Confirmer> = match common.approve {
         Approve::None => Arc::new(Headless),
         Approve::All => Arc::new(ApproveAll),
@@ -80,7 +85,8 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
     let engine = Engine::new(registry, store.clone(), confirmer, config)
         .map_err(|e| CliError::failed(e.to_string()))?
         .with_error_memory(store.clone())
-        .with_result_cache(store);
+        .with_result_cache(store.clone())
+        .with_secret_values(Arc::new(StoredSecrets(store)));
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }

@@ -6,6 +6,7 @@ mod gate_tests;
 pub mod journal_tests;
 mod preflight_tests;
 mod properties;
+pub mod redaction_tests;
 pub mod regression_tests;
 mod scheduler_tests;
 mod smoke;
