@@ -101,6 +101,11 @@ pub enum EventKind {
     Error {
         text: String,
     },
+    /// The store works in a degraded way (the shared tier is unreachable and the local store
+    /// serves the round, DESIGN §7); sent once per outage.
+    StoreDegraded {
+        text: String,
+    },
     Done,
 }
 
@@ -118,6 +123,7 @@ impl EventKind {
             | EventKind::ToolCallText { text, .. }
             | EventKind::Canceled { text }
             | EventKind::Error { text }
+            | EventKind::StoreDegraded { text }
             | EventKind::Pending { text, .. } => r.redact_in_place(text),
             EventKind::ToolResult {
                 tool_args, result, ..

@@ -452,6 +452,8 @@ impl Engine {
             cache_puts: Vec::new(),
             redactor,
         };
+        // After the load: an outage it met is reported with this round's events.
+        cx.report_store_health();
         cx.report_interrupted(interrupted);
         let calls = std::mem::take(&mut cx.req.calls);
         cx.record.transcript.push(TranscriptEntry {
@@ -488,6 +490,14 @@ impl Engine {
 }
 
 impl RoundCx<'_> {
+    /// A `StoreDegraded` event when the store has a new health notice: a degraded store
+    /// never fails a round, but the user should know their state is not being shared.
+    fn report_store_health(&self) {
+        if let Some(text) = self.engine.store.health_notice() {
+            self.emit(EventKind::StoreDegraded { text });
+        }
+    }
+
     /// Spec §1.1: a reply that calls any client tool is handed back whole; nothing runs.
     fn client_handoff(&mut self, calls: &[RawCall]) -> Option<Vec<Slot>> {
         if self.req.client_tools.is_empty() {
@@ -670,6 +680,9 @@ impl RoundCx<'_> {
         let pending = record.pending.clone();
         let round = record.round;
         self.engine.store.commit_round(record).await?;
+        // An outage the commit met is reported too (live and in the outcome; the record
+        // is already written).
+        self.report_store_health();
         // After the commit: an entry must never describe a result that was not committed.
         // A cache that fails costs a later fetch, never this round.
         if let Some(cache) = &self.engine.result_cache {

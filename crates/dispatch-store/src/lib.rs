@@ -23,6 +23,8 @@ pub mod redis;
 pub mod secrets;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(all(feature = "redis", feature = "sqlite"))]
+pub mod tiered;
 
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -35,6 +37,10 @@ pub use secrets::{SecretKey, Secrets};
 pub enum StoreError {
     #[error("store backend failed: {0}")]
     Backend(String),
+    /// The backend could not be reached (connection refused, reset or timed out): another
+    /// store may serve the call instead (DESIGN §7), unlike `Backend`, which is an answer.
+    #[error("store backend unreachable: {0}")]
+    Unavailable(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("cannot open store {url:?}: {reason}")]
@@ -255,6 +261,12 @@ pub trait SessionStore: Send + Sync {
     async fn journal_begin(&self, entry: JournalEntry) -> StoreResult<()>;
     /// The session's journal entries not yet closed by a commit, oldest first.
     async fn journal_open(&self, session: &str) -> StoreResult<Vec<JournalEntry>>;
+    /// A warning to show once, when the store has started working in a degraded way (a
+    /// tiered store whose shared tier is unreachable). Lets the engine report an outage
+    /// without knowing the backend; a store that cannot degrade never has one.
+    fn health_notice(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Everything a backend keeps: sessions and runs, the result cache, the error memory, secrets.
@@ -263,6 +275,13 @@ pub trait Store: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenanc
 impl<T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance> Store for T {}
 
 /// Open a store by URL: `memory:`, `sqlite:PATH` or `redis://HOST:PORT/DB`.
+///
+/// A `redis://` URL opens a [`tiered::TieredStore`]: Redis while it answers, and the local
+/// SQLite store while it does not (DESIGN §7). The local store is
+/// `$XDG_DATA_HOME/tooldispatch/store.db` (else `~/.local/share/tooldispatch/store.db`), or
+/// the file given by a `local=PATH` query parameter, e.g.
+/// `redis://10.0.0.5:6379/0?local=/var/lib/td/store.db` (`PATH` percent-decoded, removed from
+/// the URL Redis sees).
 pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
     let bad = |reason: &str| StoreError::BadUrl {
         url: url.to_string(),
@@ -287,7 +306,12 @@ pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
     if url.starts_with("redis://") {
         // Connects on first use, so opening needs no runtime and a down Redis shows up as a
         // backend error on the first call, not here.
-        #[cfg(feature = "redis")]
+        #[cfg(all(feature = "redis", feature = "sqlite"))]
+        {
+            return Ok(Arc::new(tiered::TieredStore::open(url)?));
+        }
+        // Without SQLite there is no local store to fall back to: Redis alone.
+        #[cfg(all(feature = "redis", not(feature = "sqlite")))]
         {
             return Ok(Arc::new(crate::redis::RedisStore::open(url)?));
         }

@@ -183,7 +183,7 @@ impl RedisStore {
                 ConnectionManager::new_with_config(self.client.clone(), config)
             })
             .await
-            .map_err(|e| StoreError::Backend(format!("cannot connect to Redis: {e}")))?;
+            .map_err(|e| classify_error(e, "cannot connect to Redis".to_string()))?;
         Ok(manager.clone())
     }
 }
@@ -278,7 +278,20 @@ fn escape(part: &str) -> Cow<'_, str> {
 
 /// A Redis failure as a store error, naming what was being done.
 fn backend(op: impl Display) -> impl FnOnce(::redis::RedisError) -> StoreError {
-    move |e| StoreError::Backend(format!("redis: {op}: {e}"))
+    move |e| classify_error(e, format!("redis: {op}"))
+}
+
+/// `Unavailable` when Redis could not be reached or stopped answering (refused, reset,
+/// dropped, timed out, any IO failure), so that a caller can fall back to a local store
+/// (DESIGN §7); `Backend` for an answer Redis gave, which another store would not fix.
+fn classify_error(e: ::redis::RedisError, op: String) -> StoreError {
+    let unreachable =
+        e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped();
+    if unreachable {
+        StoreError::Unavailable(format!("{op}: {e}"))
+    } else {
+        StoreError::Backend(format!("{op}: {e}"))
+    }
 }
 
 fn to_json<T: Serialize + ?Sized>(value: &T) -> StoreResult<String> {

@@ -209,11 +209,12 @@ async fn open_by_url_picks_redis_without_connecting() {
         "{:?}",
         bad.err()
     );
-    // Opening is lazy: an unreachable Redis is a backend error at the first call.
-    let down = crate::open("redis://127.0.0.1:1/0").unwrap();
+    // Opening is lazy: an unreachable Redis is an `Unavailable` error at the first call
+    // (`open` itself would fall back to a local store: see tiered.rs).
+    let down = RedisStore::open("redis://127.0.0.1:1/0").unwrap();
     assert!(matches!(
         down.load("s", "r").await,
-        Err(StoreError::Backend(_))
+        Err(StoreError::Unavailable(_))
     ));
     assert_eq!(DEFAULT_PREFIX, "td:v1:");
 }

@@ -202,6 +202,11 @@ impl SqliteStore {
         })
     }
 
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Run `job` on the connection thread and wait for its answer.
     async fn run<T, F>(&self, op: String, job: F) -> StoreResult<T>
     where

@@ -11,3 +11,4 @@ pub mod regression_tests;
 mod scheduler_tests;
 mod smoke;
 pub mod support;
+mod tiered_store_tests;
