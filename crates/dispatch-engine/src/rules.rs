@@ -134,17 +134,6 @@ impl Rules {
         &self.lints
     }
 
-    /// Rules naming a literal tool that `is_known` rejects (globs: see [`Rules::lint_against_names`]).
-    pub fn lint_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<RuleLint> {
-        self.rules
-            .iter()
-            .filter_map(|rule| {
-                let name = literal_text(&rule.tool)?;
-                (!is_known(&name)).then(|| unknown_tool_lint(rule))
-            })
-            .collect()
-    }
-
     /// Rules whose tool glob matches none of `names`.
     pub fn lint_against_names(&self, names: &[&str]) -> Vec<RuleLint> {
         self.rules
@@ -945,22 +934,6 @@ mod tests {
             );
         }
         assert_eq!(rules.find(RuleKind::Allow, "read_file", ""), None);
-    }
-
-    #[test]
-    fn lint_tools_flags_unknown_literal_tool_names() {
-        let rules = Rules::parse("allow run_comand\nallow read_files\nallow mcp__*\n");
-        let lints = rules.lint_tools(|name| name == "read_files" || name == "run_command");
-        assert_eq!(
-            lints,
-            vec![RuleLint {
-                line: 1,
-                rule: "allow run_comand".to_string(),
-                message: "line 1: no known tool is named \"run_comand\", so this rule never \
-                          fires; fix the name (find_tools lists them) or delete the rule"
-                    .to_string(),
-            }]
-        );
     }
 
     #[test]

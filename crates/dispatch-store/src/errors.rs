@@ -12,6 +12,9 @@ use crate::StoreResult;
 /// How long a record lives without being found again (each hit starts the period anew).
 pub const ERROR_TTL: Duration = Duration::from_secs(90 * 24 * 3600);
 
+/// `ERROR_TTL` in milliseconds, the unit every backend stores expiry times in.
+pub(crate) const ERROR_TTL_MS: u64 = 90 * 24 * 3600 * 1000;
+
 /// How an attempt to fix a failure ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -132,8 +135,10 @@ impl ErrorRecord {
     }
 
     /// Whether every word of `query` appears in the record (case-insensitive).
-    pub fn matches(&self, query: &str) -> bool {
-        let text = format!(
+    /// The text a search looks in: tool, keywords, symptom, cause and action. Every backend
+    /// indexes exactly this, so they all find the same records.
+    pub fn searched_text(&self) -> String {
+        format!(
             "{} {} {} {} {}",
             self.tool_name,
             self.keywords.join(" "),
@@ -141,7 +146,10 @@ impl ErrorRecord {
             self.cause,
             self.action
         )
-        .to_lowercase();
+    }
+
+    pub fn matches(&self, query: &str) -> bool {
+        let text = self.searched_text().to_lowercase();
         query
             .split_whitespace()
             .all(|word| text.contains(&word.to_lowercase()))
@@ -175,6 +183,11 @@ pub trait ErrorMemory: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ttl_in_milliseconds_is_the_ttl() {
+        assert_eq!(u128::from(ERROR_TTL_MS), ERROR_TTL.as_millis());
+    }
 
     #[test]
     fn classes_follow_the_seed_rules_first_match_wins() {

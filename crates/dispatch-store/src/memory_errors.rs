@@ -9,16 +9,13 @@ use super::MemoryStore;
 #[cfg(test)]
 #[path = "errors_suite_tests.rs"]
 mod errors_suite_tests;
-use crate::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, StoreError, StoreResult};
+use crate::errors::ERROR_TTL_MS;
+use crate::{ErrorClass, ErrorMemory, ErrorRecord, StoreError, StoreResult};
 
 /// Records with the time each one expires.
 #[derive(Default)]
 pub(super) struct ErrorState {
     records: Vec<(ErrorRecord, u64)>,
-}
-
-fn ttl_ms() -> u64 {
-    u64::try_from(ERROR_TTL.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl ErrorState {
@@ -65,7 +62,7 @@ impl MemoryStore {
         Ok(hits
             .into_iter()
             .map(|(record, expires)| {
-                *expires = now.saturating_add(ttl_ms());
+                *expires = now.saturating_add(ERROR_TTL_MS);
                 record.clone()
             })
             .collect())
@@ -80,7 +77,9 @@ impl ErrorMemory for MemoryStore {
         state
             .records
             .retain(|(r, expires)| *expires > now && r.id != record.id);
-        state.records.push((record, now.saturating_add(ttl_ms())));
+        state
+            .records
+            .push((record, now.saturating_add(ERROR_TTL_MS)));
         Ok(())
     }
 

@@ -22,7 +22,8 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 
 use super::{RedisStore, backend, from_json, to_json};
-use crate::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, StoreResult};
+use crate::errors::ERROR_TTL_MS;
+use crate::{ErrorClass, ErrorMemory, ErrorRecord, StoreResult};
 
 /// How many due records one pass of the write's clean-up forgets.
 const FORGET_BATCH: usize = 100;
@@ -44,23 +45,6 @@ end
 return 1
 "#;
 
-fn ttl_ms() -> u64 {
-    u64::try_from(ERROR_TTL.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The text `ErrorRecord::matches` searches, built the same way.
-fn searched_text(record: &ErrorRecord) -> String {
-    format!(
-        "{} {} {} {} {}",
-        record.tool_name,
-        record.keywords.join(" "),
-        record.symptom,
-        record.cause,
-        record.action
-    )
-    .to_lowercase()
-}
-
 /// Every run of three characters in `text` (already lower-cased).
 fn trigrams(text: &str) -> BTreeSet<String> {
     let chars: Vec<char> = text.chars().collect();
@@ -72,7 +56,7 @@ impl RedisStore {
     fn index_keys(&self, record: &ErrorRecord) -> Vec<String> {
         let mut keys = vec![self.keys.error_tool(&record.tool_name)];
         keys.extend(
-            trigrams(&searched_text(record))
+            trigrams(&record.searched_text().to_lowercase())
                 .iter()
                 .map(|gram| self.keys.error_gram(gram)),
         );
@@ -198,7 +182,7 @@ impl RedisStore {
         });
         hits.truncate(limit);
         if !hits.is_empty() {
-            let expires = now.saturating_add(ttl_ms());
+            let expires = now.saturating_add(ERROR_TTL_MS);
             let mut refresh = ::redis::cmd("ZADD");
             // XX: only ids still listed, so a record forgotten meanwhile is not half revived.
             refresh.arg(self.keys.error_expiry()).arg("XX");
@@ -258,7 +242,7 @@ impl ErrorMemory for RedisStore {
             .ignore()
             .cmd("ZADD")
             .arg(self.keys.error_expiry())
-            .arg(now.saturating_add(ttl_ms()))
+            .arg(now.saturating_add(ERROR_TTL_MS))
             .arg(&record.id)
             .ignore()
             .cmd("ZADD")

@@ -4,23 +4,11 @@ use async_trait::async_trait;
 use rusqlite::params;
 
 use super::{JobError, SqliteStore, from_json, to_i64, to_json};
-use crate::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, StoreResult};
+use crate::errors::ERROR_TTL_MS;
+use crate::{ErrorClass, ErrorMemory, ErrorRecord, StoreResult};
 
-fn ttl_ms() -> i64 {
-    i64::try_from(ERROR_TTL.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// The text the full-text index holds for a record.
-fn body(record: &ErrorRecord) -> String {
-    format!(
-        "{} {} {} {} {}",
-        record.tool_name,
-        record.keywords.join(" "),
-        record.symptom,
-        record.cause,
-        record.action
-    )
-}
+/// Expiry arithmetic happens in SQLite's integers. (Ninety days of milliseconds fits easily.)
+const TTL_MS: i64 = ERROR_TTL_MS as i64;
 
 /// Every word must match, each as a prefix; words are quoted so FTS5 syntax in the model's
 /// query (`OR`, `NEAR`, `*`, `"`) is searched for, never obeyed.
@@ -36,7 +24,7 @@ fn fts_query(query: &str) -> String {
 fn refresh(tx: &rusqlite::Transaction<'_>, ids: &[String], now: i64) -> Result<(), JobError> {
     let mut update = tx.prepare_cached("UPDATE errors SET expires_ms = ?2 WHERE id = ?1")?;
     for id in ids {
-        update.execute(params![id, now.saturating_add(ttl_ms())])?;
+        update.execute(params![id, now.saturating_add(TTL_MS)])?;
     }
     Ok(())
 }
@@ -107,13 +95,13 @@ impl ErrorMemory for SqliteStore {
                     record.id,
                     record.tool_name,
                     to_i64(record.timestamp_ms, "error timestamp")?,
-                    now.saturating_add(ttl_ms()),
+                    now.saturating_add(TTL_MS),
                     to_json(&record)?,
                 ],
             )?;
             tx.execute(
                 "INSERT INTO errors_fts (id, body) VALUES (?1, ?2)",
-                params![record.id, body(&record)],
+                params![record.id, record.searched_text()],
             )?;
             tx.commit()?;
             Ok(())
