@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dispatch_store::{
-    DedupeEntry, ErrorMemory, JournalEntry, PendingTask, RecordedCall, ResultCache, RoundRecord,
-    RunSnapshot, SessionSnapshot, SessionStore, StoreError, Todo, TranscriptEntry,
+    DedupeEntry, ErrorMemory, FileHistory, JournalEntry, PendingTask, RecordedCall, ResultCache,
+    RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, Todo, TranscriptEntry,
     TranscriptMessage,
 };
 use serde::Serialize;
@@ -97,6 +97,8 @@ pub struct Engine {
     pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
     /// The result cache handed to tools and written in pass 3.
     pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
+    /// File history handed to tools.
+    pub(crate) file_history: Option<Arc<dyn FileHistory>>,
     /// Where the secret values to redact come from.
     pub(crate) secret_values: Option<Arc<dyn SecretValues>>,
 }
@@ -328,6 +330,7 @@ impl Engine {
             sessions: Mutex::default(),
             error_memory: None,
             result_cache: None,
+            file_history: None,
             secret_values: None,
         })
     }
@@ -342,6 +345,13 @@ impl Engine {
     /// Give tools this result cache, and write the entries their results ask for (seed §5).
     pub fn with_result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
         self.result_cache = Some(cache);
+        self
+    }
+
+    /// Let file tools record versions here before they change a file (file_history,
+    /// restore_file).
+    pub fn with_file_history(mut self, history: Arc<dyn FileHistory>) -> Self {
+        self.file_history = Some(history);
         self
     }
 

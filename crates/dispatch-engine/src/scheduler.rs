@@ -112,6 +112,7 @@ impl RoundCx<'_> {
             // more than the scheduler watching the round's token on the call's behalf.
             cancel: CancellationToken::new(),
             cache: engine.result_cache.clone(),
+            file_history: engine.file_history.clone(),
         };
         Job {
             index,

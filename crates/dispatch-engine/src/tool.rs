@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use dispatch_store::{CacheScope, ResultCache, Todo};
+use dispatch_store::{CacheScope, FileHistory, ResultCache, Todo};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -104,6 +104,10 @@ pub struct ToolContext {
     /// The result cache, for tools that read their own entries (fetch_page, search_web) or
     /// check one before fetching; `None` when the engine has none.
     pub cache: Option<Arc<dyn ResultCache>>,
+    /// Where file tools record a file's state before they change it (for file_history and
+    /// restore_file); `None` when the engine has none, and then those tools refuse to change
+    /// files rather than change them without a way back.
+    pub file_history: Option<Arc<dyn FileHistory>>,
 }
 
 /// Names not available in a session; a trailing `*` is a prefix match.

@@ -16,6 +16,7 @@ use serde_json::Value;
 pub mod cache;
 pub mod clock;
 pub mod errors;
+pub mod file_history;
 pub mod maintenance;
 pub mod memory;
 #[cfg(feature = "redis")]
@@ -29,6 +30,7 @@ pub mod tiered;
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use errors::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, Outcome, classify};
+pub use file_history::{FileAction, FileHistory, FileVersion, NewFileVersion, VersionQuery};
 pub use maintenance::{EntryCounts, GcPolicy, GcReport, Maintenance, StoreStats};
 pub use secrets::{SecretKey, Secrets};
 
@@ -269,10 +271,17 @@ pub trait SessionStore: Send + Sync {
     }
 }
 
-/// Everything a backend keeps: sessions and runs, the result cache, the error memory, secrets.
-pub trait Store: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance {}
+/// Everything a backend keeps: sessions and runs, the result cache, the error memory, secrets,
+/// file history.
+pub trait Store:
+    SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory
+{
+}
 
-impl<T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance> Store for T {}
+impl<T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory> Store
+    for T
+{
+}
 
 /// Open a store by URL: `memory:`, `sqlite:PATH` or `redis://HOST:PORT/DB`.
 ///
@@ -310,13 +319,11 @@ pub fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
         {
             return Ok(Arc::new(tiered::TieredStore::open(url)?));
         }
-        // Without SQLite there is no local store to fall back to: Redis alone.
-        #[cfg(all(feature = "redis", not(feature = "sqlite")))]
-        {
-            return Ok(Arc::new(crate::redis::RedisStore::open(url)?));
-        }
-        #[cfg(not(feature = "redis"))]
-        return Err(bad("this build has no Redis backend"));
+        // File history (and the outage fallback) live in local SQLite: Redis needs it.
+        #[cfg(not(all(feature = "redis", feature = "sqlite")))]
+        return Err(bad(
+            "this build lacks the Redis or the SQLite backend (redis:// needs both)",
+        ));
     }
     Err(bad("use memory:, sqlite:PATH or redis://HOST:PORT/DB"))
 }

@@ -24,6 +24,7 @@ pub struct MemoryStore {
     cache: Mutex<cache_impl::CacheState>,
     errors: Mutex<errors_impl::ErrorState>,
     secrets: Mutex<secrets_impl::SecretState>,
+    files: Mutex<Vec<crate::file_history::FileVersion>>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
     /// Cache hits and misses since this store was made (for `stats`).
@@ -44,6 +45,7 @@ impl MemoryStore {
             cache: Mutex::default(),
             errors: Mutex::default(),
             secrets: Mutex::default(),
+            files: Mutex::default(),
             clock,
             cache_counters: Default::default(),
         }
@@ -54,6 +56,8 @@ impl MemoryStore {
 mod cache_impl;
 #[path = "memory_errors.rs"]
 mod errors_impl;
+#[path = "memory_files.rs"]
+mod files_impl;
 #[path = "memory_maintenance.rs"]
 mod maintenance_impl;
 #[path = "memory_secrets.rs"]

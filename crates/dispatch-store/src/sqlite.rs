@@ -132,6 +132,26 @@ const MIGRATIONS: &[&str] = &[
         updated_ms INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 5: file history (versions of files before a tool changed them).
+    r#"
+    CREATE TABLE file_history (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        path       TEXT NOT NULL,
+        action     TEXT NOT NULL,   -- create | modify | delete | restore
+        content    BLOB,            -- the bytes before the change; NULL if absent or over the cap
+        existed    INTEGER NOT NULL,
+        truncated  INTEGER NOT NULL,
+        hash       TEXT NOT NULL,
+        size       INTEGER NOT NULL,
+        trash_path TEXT,
+        session    TEXT NOT NULL,
+        run        TEXT NOT NULL,
+        tool       TEXT NOT NULL,
+        changed_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX file_history_by_path ON file_history (path, id);
+    CREATE INDEX file_history_by_run ON file_history (session, run, id);
+    "#,
 ];
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -140,6 +160,8 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 mod cache_impl;
 #[path = "sqlite_errors.rs"]
 mod errors_impl;
+#[path = "sqlite_files.rs"]
+mod files_impl;
 #[path = "sqlite_maintenance.rs"]
 mod maintenance_impl;
 #[path = "sqlite_secrets.rs"]

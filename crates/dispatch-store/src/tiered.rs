@@ -22,9 +22,10 @@ use async_trait::async_trait;
 use crate::redis::RedisStore;
 use crate::sqlite::SqliteStore;
 use crate::{
-    CacheHit, CacheScope, ErrorClass, ErrorMemory, ErrorRecord, GcPolicy, GcReport, JournalEntry,
-    Maintenance, PendingTask, ResultCache, RoundRecord, RunSnapshot, Secrets, SessionSnapshot,
-    SessionStore, StoreError, StoreResult, StoreStats, TranscriptEntry,
+    CacheHit, CacheScope, ErrorClass, ErrorMemory, ErrorRecord, FileHistory, FileVersion, GcPolicy,
+    GcReport, JournalEntry, Maintenance, NewFileVersion, PendingTask, ResultCache, RoundRecord,
+    RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError, StoreResult, StoreStats,
+    TranscriptEntry, VersionQuery,
 };
 
 /// The first back-off after Redis was found unreachable.
@@ -326,6 +327,22 @@ impl Secrets for TieredStore {
 
     async fn secret_delete(&self, name: &str) -> StoreResult<bool> {
         tiered!(self, |s| s.secret_delete(name).await)
+    }
+}
+
+/// File history stays with the files (DESIGN §7): always the local store, never Redis.
+#[async_trait]
+impl FileHistory for TieredStore {
+    async fn record_version(&self, version: NewFileVersion) -> StoreResult<u64> {
+        self.local.record_version(version).await
+    }
+
+    async fn version(&self, id: u64) -> StoreResult<Option<FileVersion>> {
+        self.local.version(id).await
+    }
+
+    async fn versions(&self, query: &VersionQuery) -> StoreResult<Vec<FileVersion>> {
+        self.local.versions(query).await
     }
 }
 

@@ -6,6 +6,7 @@ use dispatch_engine::{Registry, RegistryError, register_system_tools};
 use schemars::JsonSchema;
 use serde_json::Value;
 
+pub mod files;
 pub mod math;
 pub mod planning;
 #[cfg(test)]

@@ -5,36 +5,56 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 
 use dispatch_engine::{
-    Engine, EngineConfig, Event, EventKind, Headless, Provider, RawCall, RoundOutcome,
+    Confirmer, Engine, EngineConfig, Event, EventKind, Headless, Provider, RawCall, RoundOutcome,
     RoundRequest, Status,
 };
-use dispatch_store::SessionStore;
+use dispatch_store::Store;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-/// An engine with every built-in tool, a `memory:` store, no confirmer and its own work directory.
+/// An engine with every built-in tool, a `memory:` store (also its file history and result
+/// cache), no confirmer, and its own work and data directories.
+#[allow(dead_code)] // workdir/data_dir/root serve the file tool tests as they land
 pub struct Harness {
     pub engine: Engine,
-    pub store: Arc<dyn SessionStore>,
-    _workdir: TempDir,
+    pub store: Arc<dyn Store>,
+    pub workdir: TempDir,
+    pub data_dir: TempDir,
 }
 
 impl Harness {
     pub fn new() -> Self {
+        Self::with_confirmer(Arc::new(Headless))
+    }
+
+    /// A harness whose confirmation requests go to `confirmer`.
+    pub fn with_confirmer(confirmer: Arc<dyn Confirmer>) -> Self {
         let workdir = tempfile::tempdir().unwrap();
+        let data_dir = tempfile::tempdir().unwrap();
         let store = dispatch_store::open("memory:").unwrap();
+        let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
+        config.data_dir = Some(data_dir.path().canonicalize().unwrap());
         let engine = Engine::new(
             crate::builtin_registry().unwrap(),
             store.clone(),
-            Arc::new(Headless),
-            EngineConfig::new(workdir.path()),
+            confirmer,
+            config,
         )
-        .unwrap();
+        .unwrap()
+        .with_file_history(store.clone())
+        .with_result_cache(store.clone());
         Harness {
             engine,
             store,
-            _workdir: workdir,
+            workdir,
+            data_dir,
         }
+    }
+
+    /// The work directory, resolved (what tools see).
+    #[allow(dead_code)]
+    pub fn root(&self) -> std::path::PathBuf {
+        self.workdir.path().canonicalize().unwrap()
     }
 
     /// One OpenAI round of these calls.
