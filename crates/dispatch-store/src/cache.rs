@@ -27,6 +27,9 @@ pub struct CacheHit {
     pub value: String,
     /// Milliseconds since the entry was written.
     pub age_ms: u64,
+    /// Milliseconds until the entry expires (`u64::MAX`: never), so a copy kept nearer to
+    /// the caller (the tiered store's in-process tier) never outlives it.
+    pub expires_in_ms: u64,
     pub scope: CacheScope,
 }
 
@@ -46,6 +49,15 @@ impl CacheHit {
             CacheScope::Session { .. } => "this session",
         };
         format!("(cached {age} ago, {scope}; pass force=true for a fresh copy)")
+    }
+}
+
+/// Milliseconds from `now_ms` to `expires_ms`; an entry that never expires stays `u64::MAX`.
+pub(crate) fn remaining(expires_ms: u64, now_ms: u64) -> u64 {
+    if expires_ms == u64::MAX {
+        u64::MAX
+    } else {
+        expires_ms.saturating_sub(now_ms)
     }
 }
 
@@ -76,6 +88,7 @@ mod tests {
         let hit = |age_ms, scope| CacheHit {
             value: String::new(),
             age_ms,
+            expires_in_ms: 0,
             scope,
         };
         assert_eq!(

@@ -69,10 +69,18 @@ fn session(id: &str) -> CacheScope {
     }
 }
 
+/// A hit on an entry put with `CACHE_TTL`, `age_ms` ago.
 fn hit(value: &str, age_ms: u64, scope: &CacheScope) -> Option<CacheHit> {
+    hit_with_ttl(value, age_ms, CACHE_TTL, scope)
+}
+
+/// A hit on an entry put with `ttl`, `age_ms` ago.
+fn hit_with_ttl(value: &str, age_ms: u64, ttl: Duration, scope: &CacheScope) -> Option<CacheHit> {
+    let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
     Some(CacheHit {
         value: value.to_string(),
         age_ms,
+        expires_in_ms: ttl.saturating_sub(age_ms),
         scope: scope.clone(),
     })
 }
@@ -163,7 +171,12 @@ async fn a_ttl_beyond_the_clock_range_never_expires(cache: &dyn ResultCache, clo
     clock.advance(10 * 365 * 24 * 3600 * 1000);
     assert_eq!(
         cache.cache_get(&scope, "k").await.unwrap(),
-        hit("v", 10 * 365 * 24 * 3600 * 1000, &scope)
+        Some(CacheHit {
+            value: "v".to_string(),
+            age_ms: 10 * 365 * 24 * 3600 * 1000,
+            expires_in_ms: u64::MAX,
+            scope: scope.clone(),
+        })
     );
     assert_eq!(cache.cache_sweep().await.unwrap(), 0);
 }

@@ -19,6 +19,7 @@ pub mod errors;
 pub mod file_history;
 pub mod maintenance;
 pub mod memory;
+pub mod near_cache;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod secrets;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::MemoryStore;
-use crate::cache::{CacheHit, CacheScope, ResultCache};
+use crate::cache::{CacheHit, CacheScope, ResultCache, remaining};
 use crate::{StoreError, StoreResult};
 
 #[cfg(test)]
@@ -90,6 +90,7 @@ impl ResultCache for MemoryStore {
             value: entry.value.clone(),
             // A clock that stepped back reads as a fresh entry, not as an error.
             age_ms: now.saturating_sub(entry.written_ms),
+            expires_in_ms: remaining(entry.expires_ms, now),
             scope: scope.clone(),
         }))
     }

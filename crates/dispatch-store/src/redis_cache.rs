@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RedisStore, backend, from_json, to_json};
 use crate::StoreResult;
-use crate::cache::{CacheHit, CacheScope, ResultCache};
+use crate::cache::{CacheHit, CacheScope, ResultCache, remaining};
 
 /// The longest native TTL given to Redis (100 years); a longer one is left to our own expiry,
 /// since Redis refuses expiry times past its range.
@@ -116,6 +116,7 @@ impl ResultCache for RedisStore {
             value: entry.value,
             // A clock that stepped back reads as a fresh entry, not as an error.
             age_ms: now.saturating_sub(entry.written_ms),
+            expires_in_ms: remaining(entry.expires_ms, now),
             scope: scope.clone(),
         }))
     }

@@ -62,9 +62,15 @@ impl ResultCache for SqliteStore {
             }
             // A clock that stepped back reads as a fresh entry, not as an error.
             let age_ms = u64::try_from(now.saturating_sub(written_ms)).unwrap_or(0);
+            let expires_in_ms = if expires_ms == i64::MAX {
+                u64::MAX
+            } else {
+                u64::try_from(expires_ms.saturating_sub(now)).unwrap_or(0)
+            };
             Ok(Some(CacheHit {
                 value,
                 age_ms,
+                expires_in_ms,
                 scope,
             }))
         })

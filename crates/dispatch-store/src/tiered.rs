@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::near_cache::NearCache;
 use crate::redis::RedisStore;
 use crate::sqlite::SqliteStore;
 use crate::{
@@ -27,6 +28,7 @@ use crate::{
     RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError, StoreResult, StoreStats,
     TranscriptEntry, VersionQuery,
 };
+use crate::{Clock, SystemClock};
 
 /// The first back-off after Redis was found unreachable.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -44,6 +46,8 @@ pub struct TieredStore {
     /// The Redis URL without credentials, for the notice.
     shared_name: String,
     state: Mutex<Health>,
+    /// Recent cache entries in process memory, in front of both tiers.
+    near: NearCache,
 }
 
 #[derive(Debug, Default)]
@@ -81,11 +85,22 @@ impl std::fmt::Debug for TieredStore {
 impl TieredStore {
     /// Redis at `shared` (named `shared_url` in notices) with `local` as the fallback.
     pub fn new(shared: Arc<RedisStore>, local: Arc<SqliteStore>, shared_url: &str) -> Self {
+        Self::with_clock(shared, local, shared_url, Arc::new(SystemClock))
+    }
+
+    /// `new`, with the clock the in-process tier measures its copies by (tests).
+    pub fn with_clock(
+        shared: Arc<RedisStore>,
+        local: Arc<SqliteStore>,
+        shared_url: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         TieredStore {
             shared,
             local,
             shared_name: without_credentials(shared_url),
             state: Mutex::new(Health::default()),
+            near: NearCache::new(clock),
         }
     }
 
@@ -260,7 +275,18 @@ impl SessionStore for TieredStore {
 #[async_trait]
 impl ResultCache for TieredStore {
     async fn cache_get(&self, scope: &CacheScope, key: &str) -> StoreResult<Option<CacheHit>> {
-        tiered!(self, |s| s.cache_get(scope, key).await)
+        if let Some(hit) = self.near.get(scope, key) {
+            return Ok(Some(hit));
+        }
+        // An async block: `tiered!` returns Redis's answer early, and the block keeps that
+        // return from skipping the near copy.
+        let hit = async { tiered!(self, |s| s.cache_get(scope, key).await) }.await?;
+        if let Some(hit) = &hit {
+            let left = Duration::from_millis(hit.expires_in_ms);
+            self.near
+                .put(scope, key, &hit.value, hit.age_ms, Some(left));
+        }
+        Ok(hit)
     }
 
     async fn cache_put(
@@ -270,10 +296,15 @@ impl ResultCache for TieredStore {
         value: &str,
         ttl: Duration,
     ) -> StoreResult<()> {
-        tiered!(self, |s| s.cache_put(scope, key, value, ttl).await)
+        // The near copy goes first so a failed put leaves no copy behind the written one.
+        self.near.remove(scope, key);
+        async { tiered!(self, |s| s.cache_put(scope, key, value, ttl).await) }.await?;
+        self.near.put(scope, key, value, 0, Some(ttl));
+        Ok(())
     }
 
     async fn cache_remove(&self, scope: &CacheScope, key: &str) -> StoreResult<()> {
+        self.near.remove(scope, key);
         tiered!(self, |s| s.cache_remove(scope, key).await)
     }
 

@@ -144,3 +144,85 @@ fn the_local_path_comes_out_of_the_url_and_credentials_out_of_notices() {
     );
     assert_eq!(without_credentials("redis://h:6379/0"), "redis://h:6379/0");
 }
+
+/// Two tiered stores on one Redis prefix, as two processes would be, each with its own
+/// in-process tier and the same manual clock.
+fn two_processes(
+    dir: &tempfile::TempDir,
+) -> (
+    TieredStore,
+    TieredStore,
+    Arc<crate::ManualClock>,
+    testing::KeySweeper,
+) {
+    let clock = Arc::new(crate::ManualClock::at(1_700_000_000_000));
+    let prefix = testing::unique_prefix();
+    let open = |name: &str| {
+        let shared = RedisStore::lazy(testing::URL, &prefix, clock.clone()).unwrap();
+        let local = SqliteStore::open_with_clock(&dir.path().join(name), clock.clone()).unwrap();
+        TieredStore::with_clock(
+            Arc::new(shared),
+            Arc::new(local),
+            testing::URL,
+            clock.clone(),
+        )
+    };
+    let (a, b) = (open("a.db"), open("b.db"));
+    (a, b, clock.clone(), testing::KeySweeper::for_prefix(prefix))
+}
+
+#[tokio::test]
+async fn the_in_process_tier_serves_repeats_for_at_most_thirty_seconds() {
+    if unavailable() {
+        return;
+    }
+    let dir = tempfile::TempDir::new().unwrap();
+    let (a, b, clock, _keys) = two_processes(&dir);
+    let scope = CacheScope::Shared;
+    a.cache_put(&scope, "page", "v1", crate::CACHE_TTL)
+        .await
+        .unwrap();
+    // b reads it from Redis (the shared tier) …
+    assert_eq!(
+        b.cache_get(&scope, "page").await.unwrap().unwrap().value,
+        "v1"
+    );
+    // … then another process drops it from Redis: b's near copy still answers, with its age.
+    a.cache_remove(&scope, "page").await.unwrap();
+    clock.advance(10_000);
+    let near = b.cache_get(&scope, "page").await.unwrap().unwrap();
+    assert_eq!((near.value.as_str(), near.age_ms), ("v1", 10_000));
+    // Past the near lifetime b asks Redis again and sees the removal.
+    clock.advance(20_000);
+    assert_eq!(b.cache_get(&scope, "page").await.unwrap(), None);
+    // a removed its own near copy with the entry.
+    assert_eq!(a.cache_get(&scope, "page").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_near_copy_never_outlives_its_entry() {
+    if unavailable() {
+        return;
+    }
+    let dir = tempfile::TempDir::new().unwrap();
+    let (a, b, clock, _keys) = two_processes(&dir);
+    let scope = CacheScope::Session {
+        session: "s1".into(),
+    };
+    a.cache_put(&scope, "q", "answer", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(b.cache_get(&scope, "q").await.unwrap().is_some());
+    clock.advance(5_000);
+    assert_eq!(a.cache_get(&scope, "q").await.unwrap(), None);
+    assert_eq!(b.cache_get(&scope, "q").await.unwrap(), None);
+    // Session entries stay in their session, near or far.
+    let other = CacheScope::Session {
+        session: "s2".into(),
+    };
+    a.cache_put(&scope, "k", "mine", crate::CACHE_TTL)
+        .await
+        .unwrap();
+    assert_eq!(b.cache_get(&other, "k").await.unwrap(), None);
+    assert_eq!(b.cache_get(&CacheScope::Shared, "k").await.unwrap(), None);
+}
