@@ -80,6 +80,30 @@ pub trait Maintenance: Send + Sync {
     async fn gc(&self, policy: &GcPolicy) -> StoreResult<GcReport>;
 }
 
+/// How often a long-running process (the daemon) drops expired cache entries; reads never
+/// serve them anyway, so this only bounds how much dead data the store keeps.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// Drop expired cache entries every `every`, starting one period from now, until the returned
+/// task is aborted. A failed sweep is reported through `on_error` and retried next period: a
+/// store that is down now may be back then.
+pub fn spawn_sweeper(
+    cache: std::sync::Arc<dyn crate::ResultCache>,
+    every: Duration,
+    on_error: impl Fn(crate::StoreError) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = cache.cache_sweep().await {
+                on_error(e);
+            }
+        }
+    })
+}
+
 /// The duration as milliseconds, saturating (a policy longer than u64 ms prunes nothing).
 pub(crate) fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -115,6 +139,51 @@ impl CacheCounters {
         stats.cache_misses = self.misses.load(Ordering::Relaxed);
         let total = stats.cache_hits + stats.cache_misses;
         stats.cache_hit_rate = (total > 0).then(|| stats.cache_hits as f64 / total as f64);
+    }
+}
+
+#[cfg(test)]
+mod sweeper_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::memory::MemoryStore;
+    use crate::{CacheScope, Maintenance, ManualClock, ResultCache};
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweeper_drops_expired_entries_each_period() {
+        let clock = Arc::new(ManualClock::at(1_000));
+        let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+        let scope = CacheScope::Shared;
+        store
+            .cache_put(&scope, "old", "v", Duration::from_secs(1))
+            .await
+            .unwrap();
+        store
+            .cache_put(&scope, "new", "v", Duration::from_secs(3600))
+            .await
+            .unwrap();
+        clock.advance(2_000);
+        let sweeper = super::spawn_sweeper(store.clone(), Duration::from_secs(60), |e| {
+            panic!("sweep failed: {e}")
+        });
+        let counts = || async {
+            let c = store.stats().await.unwrap().cache_entries;
+            (c.live, c.expired)
+        };
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        assert_eq!(
+            counts().await,
+            (1, 1),
+            "nothing swept before the first period"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            counts().await,
+            (1, 0),
+            "the expired entry is gone, the live one stays"
+        );
+        sweeper.abort();
     }
 }
 

@@ -355,3 +355,123 @@ async fn a_fixture_deletes_its_keys_and_no_others() {
     assert_eq!(probe.keys().unwrap(), Vec::<String>::new());
     assert_eq!(neighbour_keys.keys().unwrap().len(), 1);
 }
+
+/// The env var that turns `another_process_writes_cache_entries` from a no-op into the child
+/// half of `two_os_processes_share_fetch_entries_and_not_session_entries`.
+const CHILD_PREFIX_VAR: &str = "TOOLDISPATCH_TEST_CHILD_REDIS_PREFIX";
+
+/// The child half: run by the parent test in a separate OS process (this test binary, started
+/// again with `--ignored --exact`), it writes a shared and a session entry under the prefix
+/// the parent chose.
+#[tokio::test]
+#[ignore = "run by two_os_processes_share_fetch_entries_and_not_session_entries as a child"]
+async fn another_process_writes_cache_entries() {
+    let Ok(prefix) = std::env::var(CHILD_PREFIX_VAR) else {
+        return;
+    };
+    let store = RedisStore::lazy(testing::URL, &prefix, Arc::new(SystemClock)).unwrap();
+    let child = CacheScope::Session {
+        session: "child-session".into(),
+    };
+    store
+        .cache_put(
+            &CacheScope::Shared,
+            "fetch_page|https://example.org/",
+            "page body",
+            CACHE_TTL,
+        )
+        .await
+        .unwrap();
+    store
+        .cache_put(&child, "search_web|rust", "child's results", CACHE_TTL)
+        .await
+        .unwrap();
+    // And it must see what the parent wrote before starting it, and not the parent's session.
+    let seen = store
+        .cache_get(&CacheScope::Shared, "fetch_page|https://parent.example/")
+        .await
+        .unwrap()
+        .map(|hit| hit.value);
+    assert_eq!(seen.as_deref(), Some("parent's page"));
+    let parent = CacheScope::Session {
+        session: "parent-session".into(),
+    };
+    assert_eq!(
+        store.cache_get(&parent, "search_web|rust").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.cache_get(&child, "search_web|parent").await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn two_os_processes_share_fetch_entries_and_not_session_entries() {
+    if unavailable() {
+        return;
+    }
+    let prefix = testing::unique_prefix();
+    let _keys = KeySweeper::for_prefix(prefix.clone());
+    let store = RedisStore::lazy(testing::URL, &prefix, Arc::new(SystemClock)).unwrap();
+    let parent = CacheScope::Session {
+        session: "parent-session".into(),
+    };
+    store
+        .cache_put(
+            &CacheScope::Shared,
+            "fetch_page|https://parent.example/",
+            "parent's page",
+            CACHE_TTL,
+        )
+        .await
+        .unwrap();
+    store
+        .cache_put(&parent, "search_web|parent", "parent's results", CACHE_TTL)
+        .await
+        .unwrap();
+
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "redis::redis_tests::another_process_writes_cache_entries",
+            "--nocapture",
+        ])
+        .env(CHILD_PREFIX_VAR, &prefix)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the child process failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the child test did not run:\n{text}"
+    );
+
+    // The child's shared fetch entry is visible here; its session entry is not.
+    let hit = store
+        .cache_get(&CacheScope::Shared, "fetch_page|https://example.org/")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(hit.value, "page body");
+    assert_eq!(
+        store.cache_get(&parent, "search_web|rust").await.unwrap(),
+        None
+    );
+    let child = CacheScope::Session {
+        session: "child-session".into(),
+    };
+    assert_eq!(
+        store
+            .cache_get(&child, "search_web|rust")
+            .await
+            .unwrap()
+            .map(|h| h.value)
+            .as_deref(),
+        Some("child's results"),
+        "the child's session entry is there for the child's session"
+    );
+}
