@@ -2,6 +2,7 @@
 
 mod bench;
 mod commands;
+mod config;
 mod setup;
 mod store_cmd;
 mod terminal;
@@ -54,6 +55,9 @@ struct Common {
     /// Store URL: sqlite:PATH (default under $XDG_DATA_HOME/tooldispatch/), redis://HOST:PORT/DB or memory:.
     #[arg(long, env = "TOOLDISPATCH_STORE")]
     store: Option<String>,
+    /// The config file (default: $XDG_CONFIG_HOME/tooldispatch/config.toml when it exists).
+    #[arg(long, env = "TOOLDISPATCH_CONFIG")]
+    config: Option<PathBuf>,
     /// Who approves calls that need confirmation: none (decline, the default), all, or ask (terminal).
     #[arg(long, value_enum, default_value_t = Approve::None)]
     approve: Approve,

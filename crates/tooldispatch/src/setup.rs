@@ -6,6 +6,7 @@ use std::sync::Arc;
 use dispatch_engine::redact::StoredSecrets;
 use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
 
+use crate::config::Config;
 use crate::terminal::TerminalConfirmer;
 use crate::{Approve, CliError, Common};
 
@@ -45,16 +46,23 @@ pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
     })
 }
 
-/// Open the store `--store` names (else the default); a bad URL is bad input (exit 2).
-pub fn open_store(option: Option<&str>) -> Result<Arc<dyn dispatch_store::Store>, CliError> {
-    dispatch_store::open(&store_url(option)).map_err(|e| match e {
+/// Open the store `--store` names, else the config file's, else the default; a bad URL is
+/// bad input (exit 2).
+pub fn open_store(
+    option: Option<&str>,
+    config: &Config,
+) -> Result<Arc<dyn dispatch_store::Store>, CliError> {
+    let url = store_url(option.or(config.store.as_deref()));
+    dispatch_store::open(&url).map_err(|e| match e {
         dispatch_store::StoreError::BadUrl { .. } => CliError::input(e.to_string()),
         other => CliError::failed(other.to_string()),
     })
 }
 
-/// Build the engine for a command. `default_store` applies when `--store` is absent.
+/// Build the engine for a command. `default_store` applies when `--store` is absent (before
+/// the config file's store).
 pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
+    let config = Config::load(common.config.as_deref())?;
     let workdir = match &common.workdir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -66,7 +74,7 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
             workdir.display()
         ))
     })?;
-    let store = open_store(common.store.as_deref().or(default_store))?;
+    let store = open_store(common.store.as_deref().or(default_store), &config)?;
     let confirmer: Arc<dyn Confirmer> = match common.approve {
         Approve::None => Arc::new(Headless),
         Approve::All => Arc::new(ApproveAll),
@@ -74,15 +82,18 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
     };
     let registry =
         dispatch_tools::builtin_registry().map_err(|e| CliError::failed(e.to_string()))?;
-    let mut config = EngineConfig::new(workdir);
-    config.data_dir = Some(data_dir());
-    if let Some(n) = common.max_concurrent {
+    let mut config_engine = EngineConfig::new(workdir);
+    config_engine.data_dir = Some(data_dir());
+    config_engine
+        .read_only_commands
+        .extend(config.commands.read_only.iter().cloned());
+    if let Some(n) = common.max_concurrent.or(config.max_concurrent) {
         if n == 0 {
             return Err(CliError::input("--max-concurrent must be at least 1"));
         }
-        config.max_concurrent = n;
+        config_engine.max_concurrent = n;
     }
-    let engine = Engine::new(registry, store.clone(), confirmer, config)
+    let engine = Engine::new(registry, store.clone(), confirmer, config_engine)
         .map_err(|e| CliError::failed(e.to_string()))?
         .with_error_memory(store.clone())
         .with_result_cache(store.clone())

@@ -5,6 +5,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use dispatch_store::GcPolicy;
 
+use crate::config::Config;
+
 use crate::{CliError, setup};
 
 #[derive(Args)]
@@ -26,6 +28,9 @@ struct Target {
     /// Store URL: sqlite:PATH (default under $XDG_DATA_HOME/tooldispatch/), redis://HOST:PORT/DB or memory:.
     #[arg(long, env = "TOOLDISPATCH_STORE")]
     store: Option<String>,
+    /// The config file (default: $XDG_CONFIG_HOME/tooldispatch/config.toml when it exists).
+    #[arg(long, env = "TOOLDISPATCH_CONFIG")]
+    config: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -41,7 +46,10 @@ pub async fn run(args: StoreArgs) -> Result<(), CliError> {
     let failed = |e: dispatch_store::StoreError| CliError::failed(e.to_string());
     let json = match args.command {
         StoreCommand::Stats(target) => {
-            let store = setup::open_store(target.store.as_deref())?;
+            let store = setup::open_store(
+                target.store.as_deref(),
+                &Config::load(target.config.as_deref())?,
+            )?;
             serde_json::to_string(&store.stats().await.map_err(failed)?)
         }
         StoreCommand::Gc(gc) => {
@@ -52,7 +60,10 @@ pub async fn run(args: StoreArgs) -> Result<(), CliError> {
             let policy = GcPolicy {
                 finished_runs_older_than: Duration::from_secs(secs),
             };
-            let store = setup::open_store(gc.target.store.as_deref())?;
+            let store = setup::open_store(
+                gc.target.store.as_deref(),
+                &Config::load(gc.target.config.as_deref())?,
+            )?;
             serde_json::to_string(&store.gc(&policy).await.map_err(failed)?)
         }
     }

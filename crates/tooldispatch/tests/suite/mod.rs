@@ -1,5 +1,6 @@
 mod bench;
 mod cli;
+mod config;
 mod replay;
 mod store;
 pub mod support;

@@ -54,6 +54,9 @@ impl Td {
     pub fn bare(&self) -> Command {
         let mut cmd = Command::cargo_bin("tooldispatch").unwrap();
         cmd.env("XDG_DATA_HOME", &self.data)
+            // No config file from the machine: a test writes its own and passes --config.
+            .env("XDG_CONFIG_HOME", self.data.join("no-config"))
+            .env_remove("TOOLDISPATCH_CONFIG")
             .env_remove("TOOLDISPATCH_STORE")
             .env_remove("TOOLDISPATCH_MAX_CONCURRENT_TOOLS");
         cmd

@@ -1,0 +1,129 @@
+//! The config file: settings that outlive one command line.
+//!
+//! Found at `--config FILE` (or `TOOLDISPATCH_CONFIG`), else
+//! `$XDG_CONFIG_HOME/tooldispatch/config.toml` (else `~/.config/tooldispatch/config.toml`) when
+//! it exists. A command-line option or its environment variable wins over the file; the file
+//! wins over the built-in default. Unknown keys are refused, so a typo never silently does
+//! nothing.
+//!
+//! ```toml
+//! store = "sqlite:/var/lib/tooldispatch/store.db"   # or redis://10.0.0.5:6379/0, memory:
+//! max_concurrent = 4
+//!
+//! [commands]
+//! read_only = ["npm test", "cargo check"]            # run_command without asking
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::CliError;
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The store URL.
+    pub store: Option<String>,
+    /// The concurrency bound for concurrent calls.
+    pub max_concurrent: Option<usize>,
+    #[serde(default)]
+    pub commands: Commands,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Commands {
+    /// Commands (`bin`, `bin sub`, `bin sub arg`) added to the read-only list: run_command
+    /// runs them without asking.
+    #[serde(default)]
+    pub read_only: Vec<String>,
+}
+
+/// `$XDG_CONFIG_HOME/tooldispatch/config.toml`, else `~/.config/tooldispatch/config.toml`.
+pub fn default_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("tooldispatch").join("config.toml"))
+}
+
+impl Config {
+    /// The file `explicit` names (which must exist), else the default file if there is one,
+    /// else no settings.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, CliError> {
+        let path = match explicit {
+            Some(path) => path.to_path_buf(),
+            None => match default_path().filter(|p| p.is_file()) {
+                Some(path) => path,
+                None => return Ok(Config::default()),
+            },
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            CliError::input(format!(
+                "cannot read the config file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Config::parse(&text)
+            .map_err(|e| CliError::input(format!("config file {}: {e}", path.display())))
+    }
+
+    /// Parse the file's text; the error names the key or line that is wrong.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let config: Config = toml::from_str(text)
+            .map_err(|e| e.message().to_string() + &span_note(text, e.span()))?;
+        if config.max_concurrent == Some(0) {
+            return Err("max_concurrent must be at least 1".to_string());
+        }
+        Ok(config)
+    }
+}
+
+/// " (line N)" for an error located in the text.
+fn span_note(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_parses() {
+        let config = Config::parse(
+            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config,
+            Config {
+                store: Some("memory:".into()),
+                max_concurrent: Some(4),
+                commands: Commands {
+                    read_only: vec!["npm test".into()]
+                },
+            }
+        );
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn mistakes_name_the_key_and_line() {
+        let err = Config::parse("store = \"memory:\"\nstroe = \"x\"\n").unwrap_err();
+        assert!(err.contains("stroe") && err.contains("line 2"), "{err}");
+        let err = Config::parse("max_concurrent = \"four\"").unwrap_err();
+        assert!(err.contains("line 1"), "{err}");
+        let err = Config::parse("max_concurrent = 0").unwrap_err();
+        assert!(err.contains("at least 1"), "{err}");
+        let err = Config::parse("[commands]\nread_only = \"ls\"").unwrap_err();
+        assert!(err.contains("line 2"), "{err}");
+    }
+}
