@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod cache;
+pub mod chat;
 pub mod clock;
 pub mod errors;
 pub mod file_history;
@@ -29,6 +30,7 @@ pub mod sqlite;
 pub mod tiered;
 
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
+pub use chat::{ChatHistory, ChatHit, RunSummary};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use errors::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, Outcome, classify};
 pub use file_history::{FileAction, FileHistory, FileVersion, NewFileVersion, VersionQuery};
@@ -272,15 +274,15 @@ pub trait SessionStore: Send + Sync {
     }
 }
 
-/// Everything a backend keeps: sessions and runs, the result cache, the error memory, secrets,
-/// file history.
+/// Everything a backend keeps: sessions and runs (and their chat history), the result cache,
+/// the error memory, secrets, file history.
 pub trait Store:
-    SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory
+    SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory + ChatHistory
 {
 }
 
-impl<T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory> Store
-    for T
+impl<T> Store for T where
+    T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory + ChatHistory
 {
 }
 

@@ -18,6 +18,10 @@ use crate::{
 #[path = "suite_tests.rs"]
 pub(crate) mod suite_tests;
 
+#[cfg(test)]
+#[path = "chat_suite_tests.rs"]
+mod chat_suite_tests;
+
 /// A [`SessionStore`] that keeps everything in process memory and forgets it on drop.
 pub struct MemoryStore {
     state: Mutex<State>,
@@ -52,6 +56,51 @@ impl MemoryStore {
     }
 }
 
+#[async_trait]
+impl crate::chat::ChatHistory for MemoryStore {
+    async fn chat_search(
+        &self,
+        session: &str,
+        query: &str,
+        since_ms: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::chat::ChatHit>> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        let entries = stored.transcript.iter().zip(&stored.transcript_at);
+        Ok(crate::chat::search_scan(
+            entries
+                .enumerate()
+                .map(|(i, (e, at))| (i as u64 + 1, *at, e)),
+            query,
+            since_ms,
+            limit,
+        ))
+    }
+
+    async fn chat_runs(
+        &self,
+        session: &str,
+        since_ms: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::chat::RunSummary>> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        let entries = stored.transcript.iter().zip(&stored.transcript_at);
+        Ok(crate::chat::runs_scan(
+            entries
+                .enumerate()
+                .map(|(i, (e, at))| (i as u64 + 1, *at, e)),
+            since_ms,
+            limit,
+        ))
+    }
+}
+
 #[path = "memory_cache.rs"]
 mod cache_impl;
 #[path = "memory_errors.rs"]
@@ -73,6 +122,8 @@ struct SessionState {
     snapshot: SessionSnapshot,
     runs: HashMap<String, RunState>,
     transcript: Vec<TranscriptEntry>,
+    /// When each transcript entry was committed (same length as `transcript`).
+    transcript_at: Vec<u64>,
     /// Sorted by sequence number, so `events(after)` can binary-search.
     events: Vec<(u64, Arc<dyn EventJson>)>,
     pending: Vec<PendingTask>,
@@ -199,6 +250,9 @@ impl SessionStore for MemoryStore {
             run_state.drop_key(key);
         }
 
+        stored
+            .transcript_at
+            .extend(std::iter::repeat_n(now, transcript.len()));
         stored.transcript.extend(transcript);
 
         let mut seq = stored.events.last().map_or(0, |(seq, _)| *seq);

@@ -73,6 +73,8 @@ use crate::{StoreError, StoreResult};
 
 #[path = "redis_cache.rs"]
 mod cache_impl;
+#[path = "redis_chat.rs"]
+mod chat_impl;
 #[path = "redis_errors.rs"]
 mod errors_impl;
 #[path = "redis_maintenance.rs"]

@@ -247,10 +247,13 @@ impl SessionStore for RedisStore {
         }
         counted(&mut args, puts.into_iter());
         counted(&mut args, record.dedupe_drop.iter().cloned());
+        // Each entry carries its commit time for chat history (redis_chat.rs); readers that
+        // want only the entry ignore the extra field.
+        let now = self.clock.now_ms();
         let transcript = record
             .transcript
             .iter()
-            .map(to_json)
+            .map(|entry| to_json(&super::chat_impl::Stamped { at_ms: now, entry }))
             .collect::<StoreResult<Vec<_>>>()?;
         counted(&mut args, transcript.into_iter());
         counted(&mut args, record.events.iter().map(|event| event.to_json()));

@@ -9,7 +9,7 @@ use std::fmt::Display;
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use async_trait::async_trait;
@@ -152,12 +152,31 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX file_history_by_path ON file_history (path, id);
     CREATE INDEX file_history_by_run ON file_history (session, run, id);
     "#,
+    // 6: chat history — when each message was committed, and a full-text index over what a
+    // search looks in (chat.rs `searchable_text`; rows before this migration are indexed here).
+    r#"
+    ALTER TABLE transcript ADD COLUMN at_ms INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX transcript_by_session_run ON transcript (session, run, seq);
+    CREATE VIRTUAL TABLE transcript_fts USING fts5(
+        body, content = '', tokenize = "unicode61 remove_diacritics 0 tokenchars '_'"
+    );
+    INSERT INTO transcript_fts (rowid, body)
+    SELECT seq, CASE json_extract(message, '$.role')
+        WHEN 'tool' THEN json_extract(message, '$.name') || char(10) || json_extract(message, '$.content')
+        WHEN 'assistant' THEN (
+            SELECT group_concat(json_extract(value, '$.name') || ' ' || json_extract(value, '$.arguments'), char(10))
+            FROM json_each(message, '$.tool_calls'))
+        ELSE '' END
+    FROM transcript;
+    "#,
 ];
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
 #[path = "sqlite_cache.rs"]
 mod cache_impl;
+#[path = "sqlite_chat.rs"]
+mod chat_impl;
 #[path = "sqlite_errors.rs"]
 mod errors_impl;
 #[path = "sqlite_files.rs"]
@@ -278,6 +297,7 @@ impl SessionStore for SqliteStore {
 
     async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
         let op = format!("commit round {}/{}", record.session, record.run);
+        let clock = self.clock.clone();
         self.run(op, move |conn| {
             // IMMEDIATE takes the write lock up front: a deferred transaction that later needs
             // to write can fail with SQLITE_BUSY without waiting for busy_timeout.
@@ -300,7 +320,7 @@ impl SessionStore for SqliteStore {
                     round: record.round,
                 });
             }
-            apply_round(&tx, &record, now_ms())?;
+            apply_round(&tx, &record, clamp_now(clock.now_ms()))?;
             tx.commit()?;
             Ok(())
         })
@@ -641,8 +661,11 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
     }
 
     let mut append = tx.prepare_cached(
-        "INSERT INTO transcript (session, run, round, in_tools, message) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO transcript (session, run, round, in_tools, message, at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
+    let mut index =
+        tx.prepare_cached("INSERT INTO transcript_fts (rowid, body) VALUES (?1, ?2)")?;
     for entry in &record.transcript {
         append.execute(params![
             session,
@@ -650,7 +673,12 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
             to_i64(entry.round, "transcript round")?,
             entry.in_tools,
             to_json(&entry.message)?,
+            now_ms,
         ])?;
+        let text = crate::chat::searchable_text(&entry.message);
+        if !text.is_empty() {
+            index.execute(params![tx.last_insert_rowid(), text])?;
+        }
     }
 
     let mut event = tx.prepare_cached("INSERT INTO events (session, event) VALUES (?1, ?2)")?;
@@ -681,12 +709,8 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
     Ok(())
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
+fn clamp_now(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, JobError> {

@@ -203,3 +203,48 @@ async fn open_by_url_picks_sqlite() {
         Err(StoreError::BadUrl { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_store_from_before_chat_search_is_indexed_when_migrated() {
+    use crate::ChatHistory;
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    // A store at schema 5: every migration before chat history, and a committed round.
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for migration in &MIGRATIONS[..5] {
+            tx.execute_batch(migration).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 5).unwrap();
+        tx.execute(
+            "INSERT INTO sessions (id, marked, todos, created_ms, updated_ms) VALUES ('s1', '[]', '[]', 0, 0)",
+            [],
+        )
+        .unwrap();
+        let message =
+            serde_json::to_string(&message("r1", 1, "the old build failed").message).unwrap();
+        tx.execute(
+            "INSERT INTO transcript (session, run, round, in_tools, message) VALUES ('s1', 'r1', 1, 1, ?1)",
+            [message],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        user_version(&path),
+        i64::try_from(MIGRATIONS.len()).unwrap()
+    );
+    let hits = store
+        .chat_search("s1", "OLD build", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        hits.len(),
+        1,
+        "the pre-existing message was indexed by the migration"
+    );
+    assert_eq!(hits[0].at_ms, 0, "its commit time is unknown");
+    assert_eq!(store.transcript("s1", None).await.unwrap().len(), 1);
+}

@@ -23,10 +23,10 @@ use crate::near_cache::NearCache;
 use crate::redis::RedisStore;
 use crate::sqlite::SqliteStore;
 use crate::{
-    CacheHit, CacheScope, ErrorClass, ErrorMemory, ErrorRecord, FileHistory, FileVersion, GcPolicy,
-    GcReport, JournalEntry, Maintenance, NewFileVersion, PendingTask, ResultCache, RoundRecord,
-    RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError, StoreResult, StoreStats,
-    TranscriptEntry, VersionQuery,
+    CacheHit, CacheScope, ChatHistory, ChatHit, ErrorClass, ErrorMemory, ErrorRecord, FileHistory,
+    FileVersion, GcPolicy, GcReport, JournalEntry, Maintenance, NewFileVersion, PendingTask,
+    ResultCache, RoundRecord, RunSnapshot, RunSummary, Secrets, SessionSnapshot, SessionStore,
+    StoreError, StoreResult, StoreStats, TranscriptEntry, VersionQuery,
 };
 use crate::{Clock, SystemClock};
 
@@ -358,6 +358,30 @@ impl Secrets for TieredStore {
 
     async fn secret_delete(&self, name: &str) -> StoreResult<bool> {
         tiered!(self, |s| s.secret_delete(name).await)
+    }
+}
+
+#[async_trait]
+impl ChatHistory for TieredStore {
+    async fn chat_search(
+        &self,
+        session: &str,
+        query: &str,
+        since_ms: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<ChatHit>> {
+        tiered!(self, |s| s
+            .chat_search(session, query, since_ms, limit)
+            .await)
+    }
+
+    async fn chat_runs(
+        &self,
+        session: &str,
+        since_ms: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<Vec<RunSummary>> {
+        tiered!(self, |s| s.chat_runs(session, since_ms, limit).await)
     }
 }
 
