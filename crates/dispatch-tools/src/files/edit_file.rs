@@ -582,10 +582,15 @@ fn line_numbers(buf: &[u8], offsets: &[usize]) -> Vec<usize> {
 /// lines most similar to that first line.
 fn missing_message(buf: &[u8], old: &str) -> String {
     let text = String::from_utf8_lossy(buf);
-    let lines: Vec<&str> = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
+    // A final line break ends the last line; it does not start another.
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    let lines: Vec<&str> = if text.is_empty() {
+        Vec::new()
+    } else {
+        body.split('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .collect()
+    };
     let needle = old.replace("\r\n", "\n");
     let needle_lines: Vec<&str> = needle.split('\n').collect();
     let mut found: Vec<String> = Vec::new();
@@ -600,7 +605,7 @@ fn missing_message(buf: &[u8], old: &str) -> String {
         };
         found.push(format!(
             "{span} match if whitespace is ignored (indentation or line breaks differ):\n{}",
-            snippet(&lines, first, 3)
+            snippet(&lines, first, (last + 1 - first).min(4))
         ));
     }
 
@@ -641,7 +646,7 @@ fn missing_message(buf: &[u8], old: &str) -> String {
             found.push(format!(
                 "line {} holds old_string's first line; {detail}:\n{}",
                 i + 1,
-                snippet(&lines, i + 1, 2)
+                snippet(&lines, i + 1, (k + 1).min(4))
             ));
         }
         if found.len() < 3 {
