@@ -160,7 +160,11 @@ impl Tool for EditFile {
                 } else {
                     content.into_bytes()
                 };
-                let note = if crlf { " (CRLF line endings kept)" } else { "" };
+                let note = if crlf {
+                    " (CRLF line endings kept)"
+                } else {
+                    ""
+                };
                 (bytes, format!("wrote {shown}{note}"))
             }
             Plan::Patch(targets) => {
@@ -171,7 +175,10 @@ impl Tool for EditFile {
                     )));
                 };
                 let outcome = apply_targets(&existing.bytes, &targets, &shown)?;
-                (outcome.bytes, format!("patched {shown} ({})", outcome.summary))
+                (
+                    outcome.bytes,
+                    format!("patched {shown} ({})", outcome.summary),
+                )
             }
         };
 
@@ -221,9 +228,9 @@ fn plan(
             })?;
             if content.len() > MAX_CONTENT_BYTES {
                 return Err(ToolError::failed(format!(
-                    "content is {}, over the {} limit; write a large file in parts (write the \
-                     first part, then append with a patch target inserting at the last row)",
-                    human_bytes(content.len() as u64),
+                    "content is {} bytes, over the {} limit; write a large file in parts (write \
+                     the first part, then append with a patch target inserting at the last row)",
+                    content.len(),
                     human_bytes(MAX_CONTENT_BYTES as u64)
                 )));
             }
@@ -371,8 +378,8 @@ fn apply_targets(
                 && v.len() > MAX_TARGET_STRING_BYTES
             {
                 return Err(fail(format!(
-                    "{name} is {}, over the {} limit; use mode=write for changes this large",
-                    human_bytes(v.len() as u64),
+                    "{name} is {} bytes, over the {} limit; use mode=write for changes this large",
+                    v.len(),
                     human_bytes(MAX_TARGET_STRING_BYTES as u64)
                 )));
             }
@@ -417,7 +424,7 @@ fn apply_targets(
                     ));
                 }
                 let all = target.replace_all.unwrap_or(false);
-                let (next, n) = replace(&buf, old, new, all, crlf).map_err(|e| fail(e))?;
+                let (next, n) = replace(&buf, old, new, all, crlf).map_err(&fail)?;
                 buf = next;
                 replaced += n;
             }
@@ -441,14 +448,14 @@ fn apply_targets(
                             .into(),
                     ));
                 };
-                buf = insert_at_row(&buf, text, row, crlf).map_err(|e| fail(e))?;
+                buf = insert_at_row(&buf, text, row, crlf).map_err(&fail)?;
                 inserted += 1;
             }
         }
         if buf.len() > MAX_PATCH_FILE_BYTES {
             return Err(fail(format!(
-                "the patched file would be {}, over the {} limit",
-                human_bytes(buf.len() as u64),
+                "the patched file would be {} bytes, over the {} limit",
+                buf.len(),
                 human_bytes(MAX_PATCH_FILE_BYTES as u64)
             )));
         }
@@ -508,9 +515,8 @@ fn replace(
             listed.join(", ")
         ));
     }
-    let mut out = Vec::with_capacity(
-        buf.len() + hits.len() * replacement.len().saturating_sub(needle.len()),
-    );
+    let mut out =
+        Vec::with_capacity(buf.len() + hits.len() * replacement.len().saturating_sub(needle.len()));
     let mut at = 0;
     for &hit in &hits {
         out.extend_from_slice(&buf[at..hit]);

@@ -35,7 +35,10 @@ fn patch(original: &str, targets: &[TargetArg]) -> Result<String, String> {
 fn targets_apply_in_order() {
     let out = patch(
         "fn a() {}\nfn b() {}\n",
-        &[replace_t("fn a()", "fn alpha()"), replace_t("alpha", "omega")],
+        &[
+            replace_t("fn a()", "fn alpha()"),
+            replace_t("alpha", "omega"),
+        ],
     )
     .unwrap();
     assert_eq!(out, "fn omega() {}\nfn b() {}\n");
@@ -50,9 +53,18 @@ fn replace_all_changes_every_match() {
 
 #[test]
 fn insertion_rows_keep_the_final_newline_state() {
-    assert_eq!(patch("a\nb\n", &[insert_t("top", 1)]).unwrap(), "top\na\nb\n");
-    assert_eq!(patch("a\nb\n", &[insert_t("mid\n", 2)]).unwrap(), "a\nmid\nb\n");
-    assert_eq!(patch("a\nb\n", &[insert_t("end", 3)]).unwrap(), "a\nb\nend\n");
+    assert_eq!(
+        patch("a\nb\n", &[insert_t("top", 1)]).unwrap(),
+        "top\na\nb\n"
+    );
+    assert_eq!(
+        patch("a\nb\n", &[insert_t("mid\n", 2)]).unwrap(),
+        "a\nmid\nb\n"
+    );
+    assert_eq!(
+        patch("a\nb\n", &[insert_t("end", 3)]).unwrap(),
+        "a\nb\nend\n"
+    );
     // No final newline before: none after.
     assert_eq!(patch("a\nb", &[insert_t("end", 3)]).unwrap(), "a\nb\nend");
     assert_eq!(patch("a\nb", &[insert_t("x\ny", 2)]).unwrap(), "a\nx\ny\nb");
@@ -139,7 +151,10 @@ fn a_missing_old_string_with_no_resemblance_says_so() {
 #[test]
 fn an_ambiguous_old_string_lists_every_line() {
     let err = patch("x\ny\nx\nz\nx\n", &[replace_t("x", "w")]).unwrap_err();
-    assert!(err.contains("matches 3 places, starting at lines 1, 3, 5"), "{err}");
+    assert!(
+        err.contains("matches 3 places, starting at lines 1, 3, 5"),
+        "{err}"
+    );
     assert!(err.contains("replace_all=true"), "{err}");
 }
 

@@ -84,7 +84,10 @@ async fn write_patch_replace_all_and_insert_row() {
     assert!(text.contains("created, 2 line(s)"), "{text}");
     assert!(text.contains("undo with restore_file(version="), "{text}");
     let path = root.join("src/lib.rs");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "fn a() {}\nfn b() {}\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "fn a() {}\nfn b() {}\n"
+    );
 
     let text = ok(
         &h,
@@ -107,7 +110,10 @@ async fn write_patch_replace_all_and_insert_row() {
     let all = versions(&h).await;
     assert_eq!(all.len(), 2);
     assert_eq!(all[0].action, FileAction::Modify);
-    assert_eq!(all[0].content.as_deref(), Some(&b"fn a() {}\nfn b() {}\n"[..]));
+    assert_eq!(
+        all[0].content.as_deref(),
+        Some(&b"fn a() {}\nfn b() {}\n"[..])
+    );
     assert_eq!(all[1].action, FileAction::Create);
     assert_eq!(all[1].content, None);
     assert_eq!(all[0].tool, "edit_file");
@@ -126,7 +132,10 @@ async fn missing_and_ambiguous_old_strings_change_nothing_and_say_where() {
         json!({"path": "a.py", "targets": [{"old_string": "def f():\n  return 1", "new_string": "x"}]}),
     )
     .await;
-    assert!(err.contains("lines 1-2 match if whitespace is ignored"), "{err}");
+    assert!(
+        err.contains("lines 1-2 match if whitespace is ignored"),
+        "{err}"
+    );
     assert!(err.contains("No target was applied"), "{err}");
     let err = failed(
         &h,
@@ -138,13 +147,19 @@ async fn missing_and_ambiguous_old_strings_change_nothing_and_say_where() {
         ]}),
     )
     .await;
-    assert!(err.contains("targets[1]: old_string matches 2 places, starting at lines 2, 5"), "{err}");
+    assert!(
+        err.contains("targets[1]: old_string matches 2 places, starting at lines 2, 5"),
+        "{err}"
+    );
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         "def f():\n    return 1\n\ndef g():\n    return 1\n",
         "a failed target must leave the file as it was"
     );
-    assert!(versions(&h).await.is_empty(), "a failed edit records no version");
+    assert!(
+        versions(&h).await.is_empty(),
+        "a failed edit records no version"
+    );
 }
 
 #[tokio::test]
@@ -164,7 +179,13 @@ async fn a_crlf_file_patched_keeps_crlf_and_its_final_newline_state() {
     .await;
     assert_eq!(std::fs::read(&path).unwrap(), b"1\r\n2\r\nthree\r\nfour");
     // A whole-file write into a CRLF file keeps CRLF too.
-    let text = ok(&h, "r1", "edit_file", json!({"path": "win.txt", "content": "x\ny\n"})).await;
+    let text = ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "win.txt", "content": "x\ny\n"}),
+    )
+    .await;
     assert!(text.contains("CRLF line endings kept"), "{text}");
     assert_eq!(std::fs::read(&path).unwrap(), b"x\r\ny\r\n");
 }
@@ -182,7 +203,10 @@ async fn a_non_utf8_file_is_patched_on_its_bytes() {
         json!({"path": "latin1.txt", "targets": [{"old_string": "age = 3", "new_string": "age = 4"}]}),
     )
     .await;
-    assert_eq!(std::fs::read(&path).unwrap(), b"nom = \"Ren\xe9\"\nage = 4\n");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"nom = \"Ren\xe9\"\nage = 4\n"
+    );
     // Undo restores the exact bytes.
     let v = versions(&h).await[0].id;
     ok(&h, "r1", "restore_file", json!({"version": v})).await;
@@ -226,7 +250,13 @@ async fn permissions_survive_the_atomic_write() {
     )
     .await;
     assert_eq!(mode_of(&path), 0o750);
-    ok(&h, "r1", "edit_file", json!({"path": "run.sh", "content": "#!/bin/sh\n"})).await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "run.sh", "content": "#!/bin/sh\n"}),
+    )
+    .await;
     assert_eq!(mode_of(&path), 0o750);
     // No temporary file is left beside it.
     let names: Vec<String> = std::fs::read_dir(h.root())
@@ -246,13 +276,33 @@ async fn an_edit_through_an_inner_symlink_changes_the_target_and_keeps_the_link(
         .round(
             "s",
             "r1",
-            vec![run_tool("c", "edit_file", json!({"path": "alias.txt", "content": "v2\n"}))],
+            vec![run_tool(
+                "c",
+                "edit_file",
+                json!({"path": "alias.txt", "content": "v2\n"}),
+            )],
         )
         .await;
-    assert_eq!(out.results[0].status, Status::Ok, "{}", out.results[0].content);
-    assert!(std::fs::symlink_metadata(root.join("alias.txt")).unwrap().file_type().is_symlink());
-    assert_eq!(std::fs::read_to_string(root.join("real.txt")).unwrap(), "v2\n");
-    assert_eq!(versions(&h).await[0].path, root.join("real.txt").to_string_lossy());
+    assert_eq!(
+        out.results[0].status,
+        Status::Ok,
+        "{}",
+        out.results[0].content
+    );
+    assert!(
+        std::fs::symlink_metadata(root.join("alias.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("real.txt")).unwrap(),
+        "v2\n"
+    );
+    assert_eq!(
+        versions(&h).await[0].path,
+        root.join("real.txt").to_string_lossy()
+    );
 }
 
 /// Every byte value, and more than the snapshot cap is not needed here: the trash keeps it.
@@ -280,7 +330,13 @@ async fn remove_then_restore_is_byte_identical_for_binary_content() {
     assert!(trash.starts_with(h.data_dir.path().canonicalize().unwrap().join("trash")));
     assert_eq!(std::fs::read(&trash).unwrap(), bytes);
 
-    let text = ok(&h, "r1", "restore_file", json!({"version": undo_version(&text)})).await;
+    let text = ok(
+        &h,
+        "r1",
+        "restore_file",
+        json!({"version": undo_version(&text)}),
+    )
+    .await;
     assert!(text.contains("recreated as version"), "{text}");
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
     assert_eq!(mode_of(&path), 0o640);
@@ -301,8 +357,17 @@ async fn a_file_over_the_snapshot_cap_is_kept_in_the_trash_and_restored_exactly(
     )
     .await;
     let v = &versions(&h).await[0];
-    assert!(v.truncated && v.content.is_none() && v.trash_path.is_some(), "{v:?}");
-    ok(&h, "r1", "restore_file", json!({"version": undo_version(&text)})).await;
+    assert!(
+        v.truncated && v.content.is_none() && v.trash_path.is_some(),
+        "{v:?}"
+    );
+    ok(
+        &h,
+        "r1",
+        "restore_file",
+        json!({"version": undo_version(&text)}),
+    )
+    .await;
     assert!(std::fs::read(&path).unwrap() == big.as_bytes());
 }
 
@@ -313,11 +378,35 @@ async fn a_task_undo_restores_three_files_and_paths_narrow_it() {
     std::fs::write(root.join("b.txt"), "b original\n").unwrap();
     std::fs::write(root.join("c.txt"), "c original\n").unwrap();
     // An earlier task's change stays.
-    ok(&h, "r0", "edit_file", json!({"path": "c.txt", "content": "c before r1\n"})).await;
+    ok(
+        &h,
+        "r0",
+        "edit_file",
+        json!({"path": "c.txt", "content": "c before r1\n"}),
+    )
+    .await;
 
-    ok(&h, "r1", "edit_file", json!({"path": "a.txt", "content": "a new\n"})).await;
-    ok(&h, "r1", "edit_file", json!({"path": "b.txt", "content": "b one\n"})).await;
-    ok(&h, "r1", "edit_file", json!({"path": "b.txt", "content": "b two\n"})).await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "a.txt", "content": "a new\n"}),
+    )
+    .await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "b.txt", "content": "b one\n"}),
+    )
+    .await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "b.txt", "content": "b two\n"}),
+    )
+    .await;
     ok(&h, "r1", "remove_file", json!({"path": "c.txt"})).await;
 
     // Narrowed to b.txt: only b goes back, to its state before r1 (not to "b one").
@@ -329,8 +418,14 @@ async fn a_task_undo_restores_three_files_and_paths_narrow_it() {
     )
     .await;
     assert!(text.contains("undo of task r1 (1 file(s)"), "{text}");
-    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b original\n");
-    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a new\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "b original\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "a new\n"
+    );
     assert!(!root.join("c.txt").exists());
 
     // The whole task, from another run by its id.
@@ -344,11 +439,25 @@ async fn a_task_undo_restores_three_files_and_paths_narrow_it() {
     let r = &out.results[0];
     assert_eq!(r.status, Status::Ok, "{}", r.content);
     assert!(r.content.contains("a.txt: removed"), "{}", r.content);
-    assert!(r.content.contains("b.txt: already as in version"), "{}", r.content);
-    assert!(r.content.contains("c.txt: recreated as version"), "{}", r.content);
+    assert!(
+        r.content.contains("b.txt: already as in version"),
+        "{}",
+        r.content
+    );
+    assert!(
+        r.content.contains("c.txt: recreated as version"),
+        "{}",
+        r.content
+    );
     assert!(!root.join("a.txt").exists());
-    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b original\n");
-    assert_eq!(std::fs::read_to_string(root.join("c.txt")).unwrap(), "c before r1\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "b original\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).unwrap(),
+        "c before r1\n"
+    );
 
     // A path the task did not change is named, with what it did change.
     let err = failed(
@@ -358,19 +467,40 @@ async fn a_task_undo_restores_three_files_and_paths_narrow_it() {
         json!({"task_id": "r1", "paths": ["zzz.txt"]}),
     )
     .await;
-    assert!(err.contains("did not change zzz.txt; it changed: a.txt, b.txt, c.txt"), "{err}");
+    assert!(
+        err.contains("did not change zzz.txt; it changed: a.txt, b.txt, c.txt"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn restoring_the_version_of_a_created_file_removes_it_and_that_can_be_undone() {
     let h = approving().await;
     let path = h.root().join("new.txt");
-    let text = ok(&h, "r1", "edit_file", json!({"path": "new.txt", "content": "hello\n"})).await;
-    let text = ok(&h, "r1", "restore_file", json!({"version": undo_version(&text)})).await;
+    let text = ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "new.txt", "content": "hello\n"}),
+    )
+    .await;
+    let text = ok(
+        &h,
+        "r1",
+        "restore_file",
+        json!({"version": undo_version(&text)}),
+    )
+    .await;
     assert!(text.contains("removed"), "{text}");
     assert!(!path.exists());
     // The restore recorded what it replaced.
-    ok(&h, "r1", "restore_file", json!({"version": undo_version(&text)})).await;
+    ok(
+        &h,
+        "r1",
+        "restore_file",
+        json!({"version": undo_version(&text)}),
+    )
+    .await;
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello\n");
     let actions: Vec<FileAction> = versions(&h).await.iter().map(|v| v.action).collect();
     assert_eq!(
@@ -390,14 +520,32 @@ async fn file_history_lists_and_diffs_a_version_against_the_disk() {
         json!({"path": "notes.md", "targets": [{"old_string": "beta", "new_string": "BETA"}]}),
     )
     .await;
-    ok(&h, "r1", "edit_file", json!({"path": "other.md", "content": "x\n"})).await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "other.md", "content": "x\n"}),
+    )
+    .await;
 
     let list = ok(&h, "r1", "file_history", json!({"path": "notes.md"})).await;
     assert!(list.starts_with("1 version(s) of notes.md"), "{list}");
-    assert!(list.contains("modify") && list.contains("edit_file"), "{list}");
+    assert!(
+        list.contains("modify") && list.contains("edit_file"),
+        "{list}"
+    );
     assert!(list.contains("task r1"), "{list}");
-    let all = ok(&h, "r1", "file_history", json!({"mode": "list", "task_id": "current", "limit": 5})).await;
-    assert!(all.starts_with("2 version(s) of the work directory (task r1)"), "{all}");
+    let all = ok(
+        &h,
+        "r1",
+        "file_history",
+        json!({"mode": "list", "task_id": "current", "limit": 5}),
+    )
+    .await;
+    assert!(
+        all.starts_with("2 version(s) of the work directory (task r1)"),
+        "{all}"
+    );
     let none = ok(
         &h,
         "r1",
@@ -406,30 +554,65 @@ async fn file_history_lists_and_diffs_a_version_against_the_disk() {
     )
     .await;
     assert!(none.starts_with("no recorded versions"), "{none}");
-    let one = ok(&h, "r1", "file_history", json!({"mode": "list", "limit": 1})).await;
+    let one = ok(
+        &h,
+        "r1",
+        "file_history",
+        json!({"mode": "list", "limit": 1}),
+    )
+    .await;
     assert!(one.contains("more versions exist"), "{one}");
 
     let diff = ok(&h, "r1", "file_history", json!({"paths": ["notes.md"]})).await;
     assert!(diff.contains("--- notes.md @ version 1"), "{diff}");
     assert!(diff.contains("+++ notes.md on disk now"), "{diff}");
     assert!(diff.contains("\n-beta\n+BETA\n"), "{diff}");
-    let created = ok(&h, "r1", "file_history", json!({"mode": "read", "version": 2})).await;
-    assert!(created.contains("did not exist in this version"), "{created}");
+    let created = ok(
+        &h,
+        "r1",
+        "file_history",
+        json!({"mode": "read", "version": 2}),
+    )
+    .await;
+    assert!(
+        created.contains("did not exist in this version"),
+        "{created}"
+    );
 }
 
 #[tokio::test]
 async fn file_history_runs_again_after_a_mutating_call() {
     let h = approving().await;
     std::fs::write(h.root().join("a.txt"), "1\n").unwrap();
-    ok(&h, "r1", "edit_file", json!({"path": "a.txt", "content": "2\n"})).await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "a.txt", "content": "2\n"}),
+    )
+    .await;
     let args = json!({"mode": "list", "path": "a.txt", "limit": 24});
     let first = ok(&h, "r1", "file_history", args.clone()).await;
     let (status, again) = call(&h, "r1", "file_history", args.clone()).await;
-    assert_eq!(status, Status::Deduped, "nothing changed, so the answer is remembered");
+    assert_eq!(
+        status,
+        Status::Deduped,
+        "nothing changed, so the answer is remembered"
+    );
     assert_eq!(again, first);
-    ok(&h, "r1", "edit_file", json!({"path": "a.txt", "content": "3\n"})).await;
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "a.txt", "content": "3\n"}),
+    )
+    .await;
     let (status, after) = call(&h, "r1", "file_history", args).await;
-    assert_eq!(status, Status::Ok, "an edit must make file_history run again");
+    assert_eq!(
+        status,
+        Status::Ok,
+        "an edit must make file_history run again"
+    );
     assert!(after.starts_with("2 version(s)"), "{after}");
 }
 
@@ -445,7 +628,10 @@ async fn the_headless_confirmer_declines_remove_and_restore() {
     let (status, _) = call(&h, "r1", "restore_file", json!({"task_id": "current"})).await;
     assert_eq!(status, Status::Declined);
     assert_eq!(std::fs::read(&path).unwrap(), b"k");
-    assert!(h.data_dir.path().read_dir().unwrap().next().is_none(), "nothing in the trash");
+    assert!(
+        h.data_dir.path().read_dir().unwrap().next().is_none(),
+        "nothing in the trash"
+    );
 }
 
 #[tokio::test]
@@ -456,7 +642,10 @@ async fn remove_file_refuses_directories_and_links_by_name() {
     std::fs::write(root.join("dir/f"), "x").unwrap();
     std::os::unix::fs::symlink("dir/f", root.join("link")).unwrap();
     let err = failed(&h, "r1", "remove_file", json!({"path": "dir"})).await;
-    assert!(err.contains("is a directory") && err.contains("one by one"), "{err}");
+    assert!(
+        err.contains("is a directory") && err.contains("one by one"),
+        "{err}"
+    );
     let err = failed(&h, "r1", "remove_file", json!({"path": "link"})).await;
     assert!(err.contains("is a symlink"), "{err}");
     assert!(root.join("dir/f").exists() && root.join("link").exists());
@@ -536,10 +725,19 @@ async fn an_edit_drops_exactly_the_reads_of_its_resolved_path() {
         json!({"path": "sub/../a.txt", "content": "a2"}),
     );
     let out = round("r1", vec![edit]).await.unwrap();
-    assert_eq!(out.results[0].status, Status::Ok, "{}", out.results[0].content);
+    assert_eq!(
+        out.results[0].status,
+        Status::Ok,
+        "{}",
+        out.results[0].content
+    );
     let out = round("r1", reads()).await.unwrap();
     assert_eq!(statuses(&out), vec![Status::Ok, Status::Deduped]);
-    assert!(out.results[0].content.contains("a2"), "{}", out.results[0].content);
+    assert!(
+        out.results[0].content.contains("a2"),
+        "{}",
+        out.results[0].content
+    );
 }
 
 #[tokio::test]
@@ -593,6 +791,10 @@ async fn without_a_file_history_or_data_dir_nothing_is_changed() {
         .await
         .unwrap();
     assert_eq!(out.results[0].status, Status::Failed);
-    assert!(out.results[0].content.contains("no data directory"), "{}", out.results[0].content);
+    assert!(
+        out.results[0].content.contains("no data directory"),
+        "{}",
+        out.results[0].content
+    );
     assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"a");
 }

@@ -151,13 +151,13 @@ impl Tool for FileHistoryTool {
             .map(|p| confine.resolve(p))
             .collect::<Result<Vec<_>, _>>()?;
         let filters = filters(&cx, &args)?;
-        let mode = args.mode.unwrap_or(
-            if args.paths.is_some() || args.version.is_some() {
+        let mode = args
+            .mode
+            .unwrap_or(if args.paths.is_some() || args.version.is_some() {
                 HistoryMode::Read
             } else {
                 HistoryMode::List
-            },
-        );
+            });
         match mode {
             HistoryMode::List => {
                 if args.version.is_some() {
@@ -196,10 +196,7 @@ fn filters(cx: &ToolContext, args: &FileHistoryArgs) -> Result<Filters, ToolErro
                 "task_id is longer than {MAX_TASK_ID_CHARS} characters; run ids are short"
             )));
         }
-        Some("current") => (
-            Some(cx.run_id.to_string()),
-            Some(cx.session_id.to_string()),
-        ),
+        Some("current") => (Some(cx.run_id.to_string()), Some(cx.session_id.to_string())),
         Some(t) => (Some(t.to_string()), Some(cx.session_id.to_string())),
     };
     let from_ms = args
@@ -443,8 +440,8 @@ async fn read(
             continue;
         };
         let data_dir = data_dir.map(Path::to_path_buf);
-        let section = blocking(move || Ok(diff_section(&path, &shown, &v, data_dir.as_deref())))
-            .await?;
+        let section =
+            blocking(move || Ok(diff_section(&path, &shown, &v, data_dir.as_deref()))).await?;
         sections.push(section);
     }
     Ok(ToolOutput::text(sections.join("\n\n")).with_paths(paths.to_vec()))
@@ -577,7 +574,8 @@ pub fn parse_time(field: &str, raw: &str, end: bool) -> Result<u64, ToolError> {
         s.parse::<u64>().map_err(|_| bad(what))
     };
     let mut parts = date.split('-');
-    let (Some(y), Some(m), Some(d), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(y), Some(m), Some(d), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(bad("the date must be YYYY-MM-DD"));
     };
@@ -626,7 +624,7 @@ pub fn parse_time(field: &str, raw: &str, end: bool) -> Result<u64, ToolError> {
 
 fn days_in_month(y: u64, m: u64) -> u64 {
     match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 if (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400) => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,

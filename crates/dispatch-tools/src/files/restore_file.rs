@@ -153,7 +153,9 @@ impl Tool for RestoreFile {
             )
         };
         if changed > 0 {
-            text.push_str("\nEach restore recorded the state it replaced: restore that version to undo it.");
+            text.push_str(
+                "\nEach restore recorded the state it replaced: restore that version to undo it.",
+            );
         }
         Ok(ToolOutput::text(text).with_paths(paths))
     }
@@ -401,10 +403,7 @@ async fn restore_one(recorder: &Recorder, job: &Job) -> Result<(String, bool), T
         ));
     };
     if current.as_ref().is_some_and(|c| c.bytes == target) {
-        return Ok((
-            format!("already as in version {version}; unchanged"),
-            false,
-        ));
+        return Ok((format!("already as in version {version}; unchanged"), false));
     }
     let (keep, before) = match current {
         Some(c) => (Some(c.meta), Some(c.bytes)),

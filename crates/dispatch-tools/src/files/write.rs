@@ -68,6 +68,11 @@ pub fn read_existing(path: &Path, shown: &str, cap: u64) -> Result<Option<Existi
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+            return Err(ToolError::failed(format!(
+                "cannot use {shown}: part of its directory path is a file, not a directory"
+            )));
+        }
         Err(e) => return Err(io_error("inspect", shown, &e)),
     };
     check_regular(&meta, shown)?;
@@ -350,8 +355,11 @@ impl Recorder {
         shown: &str,
         action: FileAction,
     ) -> Result<(u64, u64), ToolError> {
-        let data_dir = self.require_data_dir(&format!("remove {shown}"))?.to_path_buf();
-        let (file, original, shown_owned) = (path.to_path_buf(), path.to_path_buf(), shown.to_string());
+        let data_dir = self
+            .require_data_dir(&format!("remove {shown}"))?
+            .to_path_buf();
+        let (file, original, shown_owned) =
+            (path.to_path_buf(), path.to_path_buf(), shown.to_string());
         let (existing, slot) = blocking(move || {
             let existing = read_existing(&file, &shown_owned, MAX_SNAPSHOT_FILE_BYTES)?
                 .ok_or_else(|| {
@@ -364,7 +372,13 @@ impl Recorder {
         .await?;
         let size = existing.bytes.len() as u64;
         let id = self
-            .record(path, shown, action, Some(existing.bytes), Some(slot.clone()))
+            .record(
+                path,
+                shown,
+                action,
+                Some(existing.bytes),
+                Some(slot.clone()),
+            )
             .await?;
         let (from, shown_owned) = (path.to_path_buf(), shown.to_string());
         blocking(move || {
@@ -439,7 +453,11 @@ pub fn line_delta(old: &[u8], new: &[u8]) -> (usize, usize) {
         .timeout(std::time::Duration::from_millis(500))
         .diff_lines(old.as_ref(), new.as_ref());
     let (mut added, mut removed) = (0, 0);
-    for op in diff.ops().iter().filter(|op| op.tag() != similar::DiffTag::Equal) {
+    for op in diff
+        .ops()
+        .iter()
+        .filter(|op| op.tag() != similar::DiffTag::Equal)
+    {
         removed += op.old_range().len();
         added += op.new_range().len();
     }
@@ -491,7 +509,10 @@ mod tests {
     #[test]
     fn reading_refuses_what_is_not_a_regular_file() {
         let dir = tempfile::tempdir().unwrap();
-        let err = read_existing(dir.path(), "d", 10).err().unwrap().to_string();
+        let err = read_existing(dir.path(), "d", 10)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("is a directory"), "{err}");
         fs::write(dir.path().join("big"), vec![0u8; 11]).unwrap();
         let err = read_existing(&dir.path().join("big"), "big", 10)
