@@ -35,8 +35,8 @@ pub const MAX_TARGETS: usize = 100;
 pub const MAX_TARGET_STRING_BYTES: usize = 1024 * 1024;
 /// Most line numbers listed for an ambiguous `old_string`.
 const MAX_LISTED_MATCHES: usize = 20;
-/// Lines scored for "most similar line" (the rest of a huge file is not searched).
-const MAX_SCORED_LINES: usize = 50_000;
+/// Lines scored for "most similar line" (a bound on the work; a patchable file has fewer).
+const MAX_SCORED_LINES: usize = 1_000_000;
 /// Characters of a file line shown in a candidate.
 const SNIPPET_CHARS: usize = 120;
 
@@ -691,81 +691,79 @@ fn missing_message(buf: &[u8], old: &str) -> String {
     message
 }
 
-/// Where `needle` occurs if every whitespace character is ignored: (first, last) 1-based lines.
+/// Where `needle` occurs if every (ASCII) whitespace byte is ignored: (first, last) 1-based
+/// lines.
 fn whitespace_insensitive(lines: &[&str], needle: &str) -> Vec<(usize, usize)> {
-    let squashed_needle: String = needle.chars().filter(|c| !c.is_whitespace()).collect();
-    if squashed_needle.chars().count() < 3 {
+    let squashed_needle: Vec<u8> = needle
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if squashed_needle.len() < 3 {
         return Vec::new();
     }
-    let mut squashed = String::new();
+    let mut squashed: Vec<u8> = Vec::new();
     let mut starts = Vec::with_capacity(lines.len());
     for line in lines {
         starts.push(squashed.len());
-        squashed.extend(line.chars().filter(|c| !c.is_whitespace()));
+        squashed.extend(line.bytes().filter(|b| !b.is_ascii_whitespace()));
     }
     // Empty lines share a start with the next line; the later line is the one holding the text.
     let line_of = |offset: usize| starts.partition_point(|&s| s <= offset);
-    squashed
-        .match_indices(squashed_needle.as_str())
+    memmem::find_iter(&squashed, &squashed_needle)
         .take(3)
-        .map(|(at, m)| (line_of(at), line_of(at + m.len() - 1)))
+        .map(|at| (line_of(at), line_of(at + squashed_needle.len() - 1)))
         .collect()
 }
 
-/// The `n` lines most like `target` (Dice coefficient over character pairs), at least half
-/// alike, not already reported: (score, 0-based index).
+/// The `n` lines most like `target` (Dice coefficient over byte pairs, case-insensitive), at
+/// least half alike, not already reported: (score, 0-based index).
 fn most_similar(lines: &[&str], target: &str, seen: &[usize], n: usize) -> Vec<(f64, usize)> {
-    let want = bigrams(target);
+    let want: Vec<u16> = bigrams(target).collect();
     if want.is_empty() {
         return Vec::new();
     }
-    let len = target.chars().count();
-    let mut scored: Vec<(f64, usize)> = lines
-        .iter()
-        .take(MAX_SCORED_LINES)
-        .enumerate()
-        .filter(|(i, _)| !seen.contains(&(i + 1)))
-        .filter_map(|(i, line)| {
-            let line = line.trim();
-            let l = line.chars().count();
-            // Lines of very different length cannot be half alike.
-            if l * 3 < len || l > len * 3 {
-                return None;
+    // Pairs of the target still unmatched; each line borrows from it and gives back.
+    let mut left = vec![0u16; 1 << 16];
+    for &pair in &want {
+        left[usize::from(pair)] = left[usize::from(pair)].saturating_add(1);
+    }
+    let len = target.len();
+    let mut taken: Vec<u16> = Vec::new();
+    let mut scored: Vec<(f64, usize)> = Vec::new();
+    for (i, line) in lines.iter().take(MAX_SCORED_LINES).enumerate() {
+        let line = line.trim();
+        // Lines of very different length cannot be half alike.
+        if line.len() * 3 < len || line.len() > len * 3 || seen.contains(&(i + 1)) {
+            continue;
+        }
+        taken.clear();
+        let mut total = 0usize;
+        for pair in bigrams(line) {
+            total += 1;
+            let slot = &mut left[usize::from(pair)];
+            if *slot > 0 {
+                *slot -= 1;
+                taken.push(pair);
             }
-            let got = bigrams(line);
-            let shared = shared_count(&want, &got);
-            let score = 2.0 * shared as f64 / (want.len() + got.len()) as f64;
-            (score >= 0.5).then_some((score, i))
-        })
-        .collect();
+        }
+        for &pair in &taken {
+            left[usize::from(pair)] += 1;
+        }
+        let score = 2.0 * taken.len() as f64 / (want.len() + total) as f64;
+        if score >= 0.5 {
+            scored.push((score, i));
+        }
+    }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     scored.truncate(n);
     scored
 }
 
-/// Sorted character pairs of `s` (lower-cased).
-fn bigrams(s: &str) -> Vec<(char, char)> {
-    let chars: Vec<char> = s.chars().flat_map(char::to_lowercase).collect();
-    let mut pairs: Vec<(char, char)> = chars.windows(2).map(|w| (w[0], w[1])).collect();
-    pairs.sort_unstable();
-    pairs
-}
-
-/// Size of the multiset intersection of two sorted lists.
-fn shared_count(a: &[(char, char)], b: &[(char, char)]) -> usize {
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                n += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    n
+/// Adjacent byte pairs of `s`, ASCII letters lower-cased.
+fn bigrams(s: &str) -> impl Iterator<Item = u16> + '_ {
+    s.as_bytes()
+        .windows(2)
+        .map(|w| u16::from_le_bytes([w[0].to_ascii_lowercase(), w[1].to_ascii_lowercase()]))
 }
 
 /// Up to `count` file lines from 1-based `first`, numbered like read_files.

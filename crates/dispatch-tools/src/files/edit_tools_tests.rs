@@ -798,3 +798,70 @@ async fn without_a_file_history_or_data_dir_nothing_is_changed() {
     );
     assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"a");
 }
+
+/// Timings of the heaviest paths (run by hand: `cargo test -p dispatch-tools timing_of_large_edits -- --ignored --nocapture`).
+#[tokio::test]
+#[ignore]
+async fn timing_of_large_edits() {
+    let h = approving().await;
+    let line = "    let value_number_0000 = compute_something(argument_one, argument_two);\n";
+    let lines = (15 * 1024 * 1024) / line.len();
+    let big: String = (0..lines)
+        .map(|i| line.replace("0000", &format!("{:06}", i)))
+        .collect();
+    std::fs::write(h.root().join("big.rs"), &big).unwrap();
+    let t = std::time::Instant::now();
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "big.rs", "targets": [{"old_string": "value_number_100000 ", "new_string": "renamed "}]}),
+    )
+    .await;
+    println!(
+        "patch one target in a {} MiB file of {lines} lines: {:?}",
+        big.len() >> 20,
+        t.elapsed()
+    );
+    let t = std::time::Instant::now();
+    let err = failed(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "big.rs", "targets": [{"old_string": "    let value_numbr_100001 = compute_somthing(argument_one, argument_two);", "new_string": "x"}]}),
+    )
+    .await;
+    println!(
+        "missing old_string with candidates over {lines} lines: {:?}",
+        t.elapsed()
+    );
+    assert!(err.contains("most similar"), "{err}");
+    let t = std::time::Instant::now();
+    ok(
+        &h,
+        "r1",
+        "edit_file",
+        json!({"path": "w.txt", "content": "y".repeat(4 * 1024 * 1024)}),
+    )
+    .await;
+    println!("write 4 MiB: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    ok(&h, "r1", "remove_file", json!({"path": "big.rs"})).await;
+    ok(&h, "r2", "restore_file", json!({"task_id": "r1"})).await;
+    println!(
+        "remove + task undo of a 15 MiB file and a 4 MiB file: {:?}",
+        t.elapsed()
+    );
+    let t = std::time::Instant::now();
+    ok(
+        &h,
+        "r2",
+        "file_history",
+        json!({"mode": "read", "version": 1}),
+    )
+    .await;
+    println!(
+        "diff a 15 MiB version against disk (too large: sizes only): {:?}",
+        t.elapsed()
+    );
+}
