@@ -46,16 +46,13 @@ const SNIPPET_CHARS: usize = 120;
 struct EditFileArgs {
     /// The file, relative to the work directory.
     path: String,
-    /// write: replace the whole file with `content` (created with its parent directories if
-    /// missing). patch: apply `targets` to an existing file. Omitted: targets → patch,
-    /// content → write.
+    /// write: replace the whole file with `content` (created with its parent directories if missing). patch: apply `targets` to an existing file. Omitted: targets → patch, content → write.
     #[serde(default)]
     mode: Option<EditMode>,
     /// The whole new file (mode=write), at most 4 MiB. In a CRLF file, line breaks become CRLF.
     #[serde(default)]
     content: Option<String>,
-    /// The edits (mode=patch), at most 100, applied in order, each to the result of the ones
-    /// before; if any fails none is applied.
+    /// The edits (mode=patch), at most 100, applied in order, each to the result of the ones before; if any fails none is applied.
     #[serde(default)]
     targets: Option<Vec<TargetArg>>,
 }
@@ -71,8 +68,7 @@ enum EditMode {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TargetArg {
-    /// The exact text to replace, indentation and line breaks included; it must occur exactly
-    /// once unless replace_all is set.
+    /// The exact text to replace, indentation and line breaks included; it must occur exactly once unless replace_all is set.
     #[serde(default)]
     old_string: Option<String>,
     /// The text that replaces old_string ("" deletes it).
@@ -145,52 +141,77 @@ impl Tool for EditFile {
         let path = confine.resolve(&args.path)?;
         let shown = confine.display(&path).into_owned();
 
-        let cap = match plan {
-            Plan::Write(_) => MAX_SNAPSHOT_FILE_BYTES,
-            Plan::Patch(_) => MAX_PATCH_FILE_BYTES as u64,
-        };
+        // Reading, patching and counting lines are CPU and disk work: off the async workers.
         let (file, shown_owned) = (path.clone(), shown.clone());
-        let existing = blocking(move || read_existing(&file, &shown_owned, cap)).await?;
-
-        let (new_bytes, what) = match plan {
-            Plan::Write(content) => {
-                let crlf = existing.as_ref().is_some_and(|e| uses_crlf(&e.bytes));
-                let bytes = if crlf {
-                    to_eol(&content, true)
-                } else {
-                    content.into_bytes()
-                };
-                let note = if crlf {
-                    " (CRLF line endings kept)"
-                } else {
-                    ""
-                };
-                (bytes, format!("wrote {shown}{note}"))
-            }
-            Plan::Patch(targets) => {
-                let Some(existing) = existing.as_ref() else {
-                    return Err(ToolError::failed(format!(
-                        "{shown} does not exist, so there is nothing to patch; create it with \
-                         mode=write and content"
-                    )));
-                };
-                let outcome = apply_targets(&existing.bytes, &targets, &shown)?;
-                (
-                    outcome.bytes,
-                    format!("patched {shown} ({})", outcome.summary),
-                )
-            }
-        };
-
-        let old = existing.as_ref().map(|e| e.bytes.as_slice());
-        if old == Some(new_bytes.as_slice()) {
+        let change = blocking(move || prepare(&file, &shown_owned, plan)).await?;
+        let Some(change) = change else {
             return Ok(ToolOutput::text(format!(
                 "{shown} already has this content; nothing was written"
             ))
             .with_paths(vec![path]));
-        }
-        commit(&recorder, &path, &shown, existing, new_bytes, &what).await
+        };
+        commit(&recorder, &path, &shown, change).await
     }
+}
+
+/// A change worked out but not yet written.
+struct Change {
+    existing: Option<Existing>,
+    new_bytes: Vec<u8>,
+    /// "wrote a.txt" / "patched a.txt (2 replacement(s))".
+    head: String,
+    added: usize,
+    removed: usize,
+}
+
+/// Read the file and compute its new content; `None` when nothing would change.
+fn prepare(path: &Path, shown: &str, plan: Plan) -> Result<Option<Change>, ToolError> {
+    let cap = match plan {
+        Plan::Write(_) => MAX_SNAPSHOT_FILE_BYTES,
+        Plan::Patch(_) => MAX_PATCH_FILE_BYTES as u64,
+    };
+    let existing = read_existing(path, shown, cap)?;
+    let (new_bytes, head) = match plan {
+        Plan::Write(content) => {
+            let crlf = existing.as_ref().is_some_and(|e| uses_crlf(&e.bytes));
+            let bytes = if crlf {
+                to_eol(&content, true)
+            } else {
+                content.into_bytes()
+            };
+            let note = if crlf {
+                " (CRLF line endings kept)"
+            } else {
+                ""
+            };
+            (bytes, format!("wrote {shown}{note}"))
+        }
+        Plan::Patch(targets) => {
+            let Some(existing) = existing.as_ref() else {
+                return Err(ToolError::failed(format!(
+                    "{shown} does not exist, so there is nothing to patch; create it with \
+                     mode=write and content"
+                )));
+            };
+            let outcome = apply_targets(&existing.bytes, &targets, shown)?;
+            (
+                outcome.bytes,
+                format!("patched {shown} ({})", outcome.summary),
+            )
+        }
+    };
+    let old = existing.as_ref().map(|e| e.bytes.as_slice());
+    if old == Some(new_bytes.as_slice()) {
+        return Ok(None);
+    }
+    let (added, removed) = line_delta(old.unwrap_or_default(), &new_bytes);
+    Ok(Some(Change {
+        existing,
+        new_bytes,
+        head,
+        added,
+        removed,
+    }))
 }
 
 /// Check the mode against the arguments given for it.
@@ -270,27 +291,31 @@ async fn commit(
     recorder: &Recorder,
     path: &Path,
     shown: &str,
-    existing: Option<Existing>,
-    new_bytes: Vec<u8>,
-    head: &str,
+    change: Change,
 ) -> Result<ToolOutput, ToolError> {
+    let Change {
+        existing,
+        new_bytes,
+        head,
+        added,
+        removed,
+    } = change;
     let (meta, old) = match existing {
         Some(e) => (Some(e.meta), Some(e.bytes)),
         None => (None, None),
     };
-    if old.is_none() {
+    if old.is_none()
+        && let Some(parent) = path.parent()
+    {
         // Directories are not versioned: create them before the version that says the file
         // did not exist, so a failure here leaves no version behind.
-        if let Some(parent) = path.parent() {
-            let (parent, shown_owned) = (parent.to_path_buf(), shown.to_string());
-            blocking(move || {
-                std::fs::create_dir_all(&parent)
-                    .map_err(|e| io_error("create the directories for", &shown_owned, &e))
-            })
-            .await?;
-        }
+        let (parent, shown_owned) = (parent.to_path_buf(), shown.to_string());
+        blocking(move || {
+            std::fs::create_dir_all(&parent)
+                .map_err(|e| io_error("create the directories for", &shown_owned, &e))
+        })
+        .await?;
     }
-    let (added, removed) = line_delta(old.as_deref().unwrap_or_default(), &new_bytes);
     let old_len = old.as_ref().map(|b| b.len() as u64);
     let action = if old.is_some() {
         FileAction::Modify

@@ -40,8 +40,7 @@ const MAX_TASK_ID_CHARS: usize = 200;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FileHistoryArgs {
-    /// list: versions, newest first. read: a version diffed against the file on disk now.
-    /// Omitted: read when paths or version is given, else list.
+    /// list: versions, newest first. read: a version diffed against the file on disk now. Omitted: read when paths or version is given, else list.
     #[serde(default)]
     mode: Option<HistoryMode>,
     /// One file, or (list) a directory for every file under it.
@@ -56,8 +55,7 @@ struct FileHistoryArgs {
     /// Changed at or after this time, UTC: `YYYY-MM-DD[ HH:MM[:SS]]`.
     #[serde(default)]
     from: Option<String>,
-    /// Changed at or before this time, UTC: `YYYY-MM-DD[ HH:MM[:SS]]` (a date alone is the
-    /// whole day).
+    /// Changed at or before this time, UTC: `YYYY-MM-DD[ HH:MM[:SS]]` (a date alone is the whole day).
     #[serde(default)]
     to: Option<String>,
     /// Versions to list (default 3, at most 24).

@@ -38,16 +38,13 @@ const MAX_TASK_VERSIONS: usize = 20_000;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RestoreFileArgs {
-    /// A version id (from an edit's result or file_history): the file goes back to that
-    /// version's content, or is removed if the version says it did not exist.
+    /// A version id (from an edit's result or file_history): the file goes back to that version's content, or is removed if the version says it did not exist.
     #[serde(default)]
     version: Option<u64>,
-    /// Undo a task: "current" (this run) or a run id; every file the task changed goes back to
-    /// its state before the task.
+    /// Undo a task: "current" (this run) or a run id; every file the task changed goes back to its state before the task.
     #[serde(default)]
     task_id: Option<String>,
-    /// With task_id: only these files (at most 64). With version: must name the version's
-    /// file (required when it is a credential file).
+    /// With task_id: only these files (at most 64). With version: must name the version's file (required when it is a credential file).
     #[serde(default)]
     paths: Option<Vec<String>>,
 }
@@ -121,6 +118,14 @@ impl Tool for RestoreFile {
         let mut failures = Vec::new();
         let mut changed = 0usize;
         for job in &jobs {
+            if cx.cancel.is_cancelled() {
+                failures.push(job.shown.clone());
+                lines.push(format!(
+                    "- {}: not restored, the call was stopped",
+                    job.shown
+                ));
+                continue;
+            }
             match restore_one(&recorder, job).await {
                 Ok((line, did_change)) => {
                     changed += usize::from(did_change);
