@@ -44,6 +44,10 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(planning::ReasoningGuide::new()))?;
     registry.register(std::sync::Arc::new(planning::WriteTodo::new()))?;
     registry.register(std::sync::Arc::new(math::Calculate::new()))?;
+    registry.register(std::sync::Arc::new(files::EditFile::new()))?;
+    registry.register(std::sync::Arc::new(files::RemoveFile::new()))?;
+    registry.register(std::sync::Arc::new(files::RestoreFile::new()))?;
+    registry.register(std::sync::Arc::new(files::FileHistoryTool::new()))?;
     Ok(registry)
 }
 

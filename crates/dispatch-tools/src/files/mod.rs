@@ -2,3 +2,18 @@
 //! Every path they take goes through [`confine::Confinement`].
 
 pub mod confine;
+pub mod edit_file;
+pub mod file_history;
+pub mod remove_file;
+pub mod restore_file;
+pub mod write;
+
+pub use edit_file::EditFile;
+pub use file_history::FileHistoryTool;
+pub use remove_file::RemoveFile;
+pub use restore_file::RestoreFile;
+
+#[cfg(test)]
+mod edit_tools_tests;
+#[cfg(test)]
+mod hostile_edit_tests;

@@ -1,0 +1,133 @@
+//! `remove_file`: move one file into the trash under the data directory.
+//!
+//! Nothing is unlinked: the file is renamed into `<data_dir>/trash/` and a `delete` version
+//! records where it went, so `restore_file` can put it back byte for byte. One regular file per
+//! call: a directory is refused (its files are removed one by one, each with its own version),
+//! and so is a symlink named directly, because confinement resolves links and the file removed
+//! would be the link's target, not the link the model named.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_store::FileAction;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::confine::Confinement;
+use super::write::{Recorder, blocking, check_regular, human_bytes, io_error};
+use crate::{parse_args, schema_of};
+
+/// Move a file to the trash (restorable).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RemoveFileArgs {
+    /// The file, relative to the work directory (one regular file; not a directory).
+    path: String,
+}
+
+pub struct RemoveFile {
+    spec: ToolSpec,
+}
+
+impl RemoveFile {
+    pub fn new() -> Self {
+        RemoveFile {
+            spec: ToolSpec::new(
+                "remove_file",
+                "Remove one file by moving it to the trash; the result names the version that \
+                 restore_file(version=N) puts back byte for byte. Regular files only (files ≤ 64 \
+                 MiB): remove a directory's files one by one. Always asks the user.",
+                schema_of::<RemoveFileArgs>(),
+            )
+            .gate(Gate::Destructive)
+            .effect(Effect::Mutates),
+        }
+    }
+}
+
+impl Default for RemoveFile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Tool for RemoveFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: RemoveFileArgs = parse_args("remove_file", args)?;
+        let recorder = Recorder::for_call(&cx, "remove_file")?;
+        recorder.require_data_dir("remove files")?;
+        let confine = Confinement::for_call(&cx)?;
+        let path = confine.resolve(&args.path)?;
+        let shown = confine.display(&path).into_owned();
+        refuse_named_symlink(&confine, &args.path)?;
+
+        let (file, shown_owned) = (path.clone(), shown.clone());
+        blocking(move || {
+            let meta = std::fs::symlink_metadata(&file).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    ToolError::failed(format!(
+                        "{shown_owned} does not exist; nothing to remove (find_files lists what \
+                         is there)"
+                    ))
+                } else {
+                    io_error("inspect", &shown_owned, &e)
+                }
+            })?;
+            if meta.is_dir() {
+                return Err(ToolError::failed(format!(
+                    "{shown_owned} is a directory; remove_file removes one regular file at a time \
+                     so each can be restored — remove the files in it one by one"
+                )));
+            }
+            check_regular(&meta, &shown_owned)
+        })
+        .await?;
+
+        let (version, size) = recorder
+            .remove_to_trash(&path, &shown, FileAction::Delete)
+            .await?;
+        Ok(ToolOutput::text(format!(
+            "removed {shown} ({}) to the trash. Version {version} records it; undo with \
+             restore_file(version={version})",
+            human_bytes(size)
+        ))
+        .with_paths(vec![path]))
+    }
+}
+
+/// A path whose last component is a symlink would remove the link's target: say so.
+fn refuse_named_symlink(confine: &Confinement, raw: &str) -> Result<(), ToolError> {
+    let raw_path = Path::new(raw);
+    let (Some(name), Some(parent)) = (raw_path.file_name(), raw_path.parent()) else {
+        return Ok(());
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        ".".to_string()
+    } else {
+        parent.to_string_lossy().into_owned()
+    };
+    let Ok(parent) = confine.resolve(&parent) else {
+        return Ok(());
+    };
+    let named = parent.join(name);
+    match std::fs::symlink_metadata(&named) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            let target = std::fs::read_link(&named)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".into());
+            Err(ToolError::failed(format!(
+                "{raw:?} is a symlink (to {target}); remove_file moves regular files only and \
+                 will not remove a link's target through the link. Name the target itself to \
+                 remove it"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
