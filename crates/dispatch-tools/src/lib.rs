@@ -44,6 +44,8 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(planning::ReasoningGuide::new()))?;
     registry.register(std::sync::Arc::new(planning::WriteTodo::new()))?;
     registry.register(std::sync::Arc::new(math::Calculate::new()))?;
+    registry.register(std::sync::Arc::new(files::ReadFiles::new()))?;
+    registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
     Ok(registry)
 }
 

@@ -1,0 +1,781 @@
+//! `find_files`: list directories, match names with globs and search contents with a regex,
+//! several queries per call, on ripgrep's own crates (`ignore` walks and honours .gitignore,
+//! `globset` matches names, `grep-searcher` + `grep-regex` search and skip binary files).
+//!
+//! Decisions the seed leaves open:
+//! - Hidden files are shown (`.github/`, `.env.example` are often what is looked for); `.git`
+//!   is never walked, nor are the denied places (`.tooldispatch`, the data directory).
+//! - .gitignore, .ignore and .git/info/exclude apply even outside a git repository; the user's
+//!   global gitignore does not (results depend only on the project).
+//! - Symlinks are never followed: they are listed (with their target when it lies inside the
+//!   work directory) and never searched, so nothing outside the work directory is read.
+//! - Credential files (`.env`, keys) are not searched: their lines would reach the model
+//!   without the confirmation read_files asks for. The result says how many were skipped.
+//! - A glob without `/` matches the file name at any depth (`*.rs`); with `/` it matches the
+//!   path below `dir` (`src/**/mod.rs`).
+//! - Every result is capped (entries, matches, matches per file, bytes, entries walked) and a
+//!   capped result ends with a note on how to narrow the query. One query's error never fails
+//!   the others; the call fails only when every query did.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use dispatch_engine::sensitive::is_sensitive_path;
+use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use globset::{GlobBuilder, GlobMatcher};
+use grep_matcher::Matcher;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::WalkBuilder;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::confine::{Confinement, DENIED_IN_WORKDIR};
+use super::read::{human_size, thousands};
+use crate::{parse_args, schema_of};
+
+/// Most queries in one call.
+pub const MAX_QUERIES: usize = 16;
+/// Most entries one list or glob query returns.
+pub const MAX_ENTRIES: usize = 500;
+/// Most matching lines one search query returns.
+pub const MAX_MATCHES: usize = 200;
+/// Most matching lines shown from one file.
+pub const MAX_MATCHES_PER_FILE: usize = 20;
+/// Most bytes of results one call returns, shared by its queries.
+pub const MAX_OUTPUT_BYTES: usize = 16_000;
+/// Most entries one query walks before it stops.
+pub const MAX_WALKED: usize = 500_000;
+/// A shown line is cut to this many characters around its match.
+const MAX_SHOWN_LINE_CHARS: usize = 240;
+/// Memory a search may use for one line, and for the compiled regex.
+const SEARCH_HEAP_LIMIT: usize = 64 << 20;
+const REGEX_SIZE_LIMIT: usize = 16 << 20;
+
+/// Find files and search their contents.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FindFilesArgs {
+    /// list: the entries of dir; glob: paths whose name matches pattern; search: lines
+    /// matching the regex pattern. Omitted: search when a query has pattern and file_pattern,
+    /// glob when it has only pattern, list otherwise.
+    mode: Option<Mode>,
+    /// 1 to 16 queries, answered in order.
+    #[schemars(length(min = 1, max = 16))]
+    queries: Vec<Query>,
+}
+
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    List,
+    Glob,
+    Search,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Query {
+    /// Directory to look in, relative to the work directory. Default ".".
+    #[schemars(length(min = 1, max = 4096))]
+    dir: Option<String>,
+    /// glob: a name pattern with a literal part, e.g. `*.rs`, `test_*.py`, `src/**/mod.rs`.
+    /// search: a regex (Rust syntax; `(?i)` for case-insensitive).
+    #[schemars(length(min = 1, max = 1000))]
+    pattern: Option<String>,
+    /// Only files whose name (or, with `/`, path below dir) matches this glob. Default `**/*`.
+    #[schemars(length(min = 1, max = 1000))]
+    file_pattern: Option<String>,
+    /// Descend into subdirectories. Default: false for list, true for glob and search.
+    recursive: Option<bool>,
+}
+
+pub struct FindFiles {
+    spec: ToolSpec,
+}
+
+impl FindFiles {
+    pub fn new() -> Self {
+        FindFiles {
+            spec: ToolSpec::new(
+                "find_files",
+                "List directories, find files by name, or search file contents; 1-16 queries \
+                 per call. mode=list: the entries of dir (recursive=true for the whole tree). \
+                 mode=glob: files and directories whose name matches pattern (`*.rs`; with `/` \
+                 the path below dir is matched, `**` crosses directories). mode=search: lines \
+                 matching the regex pattern, as `path:line: text` with a line of context, in \
+                 files matching file_pattern (e.g. `*.py`). .gitignore is respected, binary \
+                 files are skipped, results are capped (500 entries, 200 matches) with a note \
+                 to narrow the query. Result paths are relative to the work directory; read \
+                 files with read_files.",
+                schema_of::<FindFilesArgs>(),
+            )
+            .concurrent()
+            .read_only()
+            .effect(Effect::Observes),
+        }
+    }
+}
+
+impl Default for FindFiles {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Tool for FindFiles {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: FindFilesArgs = parse_args("find_files", args)?;
+        if args.queries.is_empty() || args.queries.len() > MAX_QUERIES {
+            return Err(ToolError::failed(format!(
+                "queries must hold 1 to {MAX_QUERIES} entries, got {}; split the batch",
+                args.queries.len()
+            )));
+        }
+        let confinement = Confinement::for_call(&cx)?;
+        let mut denied: Vec<PathBuf> = DENIED_IN_WORKDIR
+            .iter()
+            .map(|d| confinement.root().join(d))
+            .collect();
+        if let Some(data) = &cx.data_dir {
+            denied.push(data.canonicalize().unwrap_or_else(|_| data.to_path_buf()));
+        }
+        let cancel = cx.cancel.clone();
+        let answers = tokio::task::spawn_blocking(move || {
+            let cancelled = move || cancel.is_cancelled();
+            let budget = (MAX_OUTPUT_BYTES / args.queries.len()).max(1000);
+            args.queries
+                .iter()
+                .enumerate()
+                .map(|(i, q)| {
+                    let place = Place {
+                        confinement: &confinement,
+                        denied: &denied,
+                        cancelled: &cancelled,
+                        budget,
+                    };
+                    answer(i + 1, args.mode, q, &place)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("find_files stopped unexpectedly: {e}")))?;
+        let all_failed = answers.iter().all(Result::is_err);
+        let numbered = answers.len() > 1;
+        let mut text = String::new();
+        for (i, answer) in answers.into_iter().enumerate() {
+            let prefix = if numbered {
+                format!("[{}] ", i + 1)
+            } else {
+                String::new()
+            };
+            match answer {
+                Ok(block) => text.push_str(&format!("{prefix}{block}")),
+                Err(message) if all_failed => text.push_str(&format!("{prefix}{message}\n")),
+                Err(message) => text.push_str(&format!("{prefix}error: {message}\n")),
+            }
+            if numbered {
+                text.push('\n');
+            }
+        }
+        if all_failed {
+            return Err(ToolError::failed(text.trim_end()));
+        }
+        Ok(ToolOutput::text(text.trim_end()))
+    }
+}
+
+/// What every query of a call shares.
+struct Place<'a> {
+    confinement: &'a Confinement,
+    denied: &'a [PathBuf],
+    cancelled: &'a dyn Fn() -> bool,
+    budget: usize,
+}
+
+/// A query checked and compiled.
+struct Plan {
+    mode: Mode,
+    dir: PathBuf,
+    recursive: bool,
+    name_glob: Option<NameGlob>,
+    file_glob: Option<NameGlob>,
+    regex: Option<RegexMatcher>,
+    describe: String,
+}
+
+/// A glob matched against the file name, or against the path below dir when it has a `/`.
+struct NameGlob {
+    matcher: GlobMatcher,
+    whole_path: bool,
+}
+
+impl NameGlob {
+    fn is_match(&self, relative: &Path) -> bool {
+        if self.whole_path {
+            self.matcher.is_match(relative)
+        } else {
+            relative
+                .file_name()
+                .is_some_and(|name| self.matcher.is_match(name))
+        }
+    }
+}
+
+fn answer(number: usize, mode: Option<Mode>, q: &Query, place: &Place) -> Result<String, String> {
+    let plan = plan(mode, q, place.confinement).map_err(|e| format!("query {number}: {e}"))?;
+    let mut out = Output::new(place.budget);
+    let walked = walk(&plan, place, &mut out);
+    Ok(out.finish(&plan, walked))
+}
+
+fn plan(mode: Option<Mode>, q: &Query, confinement: &Confinement) -> Result<Plan, String> {
+    let mode = mode.unwrap_or(match (&q.pattern, &q.file_pattern) {
+        (Some(_), Some(_)) => Mode::Search,
+        (Some(_), None) => Mode::Glob,
+        _ => Mode::List,
+    });
+    let raw_dir = q.dir.as_deref().unwrap_or(".");
+    let dir = confinement.resolve(raw_dir).map_err(|e| e.to_string())?;
+    match std::fs::metadata(&dir) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!(
+                "dir {raw_dir:?} does not exist; list its parent with mode=\"list\" to see what is there"
+            ));
+        }
+        Err(e) => return Err(format!("dir {raw_dir:?} cannot be read: {e}")),
+    }
+    let recursive = q.recursive.unwrap_or(mode != Mode::List);
+    let file_glob = match q.file_pattern.as_deref() {
+        None | Some("**/*") | Some("**") | Some("*") => None,
+        Some(p) => Some(compile_glob(p, "file_pattern", false)?),
+    };
+    let shown_dir = confinement.display(&dir).into_owned();
+    let (name_glob, regex, describe) = match mode {
+        Mode::List => {
+            if q.pattern.is_some() {
+                return Err(
+                    "mode list takes no pattern; use mode \"glob\" to match names or \
+                            \"search\" to match contents"
+                        .into(),
+                );
+            }
+            (None, None, format!("list {shown_dir}"))
+        }
+        Mode::Glob => {
+            let Some(p) = q.pattern.as_deref() else {
+                return Err("mode glob needs a pattern, e.g. \"*.rs\"".into());
+            };
+            let glob = compile_glob(p, "pattern", true)?;
+            (Some(glob), None, format!("glob {p:?} in {shown_dir}"))
+        }
+        Mode::Search => {
+            let Some(p) = q.pattern.as_deref() else {
+                return Err("mode search needs a pattern (the regex to look for)".into());
+            };
+            let regex = RegexMatcherBuilder::new()
+                .line_terminator(Some(b'\n'))
+                .crlf(true)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_SIZE_LIMIT)
+                .build(p)
+                .map_err(|e| {
+                    format!("pattern is not a valid regex (Rust syntax; escape special characters like `(` with `\\`): {e}")
+                })?;
+            (None, Some(regex), format!("search /{p}/ in {shown_dir}"))
+        }
+    };
+    let mut describe = describe;
+    if let Some(fp) = &q.file_pattern
+        && file_glob.is_some()
+    {
+        describe.push_str(&format!(", files {fp:?}"));
+    }
+    if recursive && mode == Mode::List {
+        describe.push_str(" (recursive)");
+    }
+    if !recursive && mode != Mode::List {
+        describe.push_str(" (not recursive)");
+    }
+    Ok(Plan {
+        mode,
+        dir,
+        recursive,
+        name_glob,
+        file_glob,
+        regex,
+        describe,
+    })
+}
+
+/// Check and compile a glob from the model.
+fn compile_glob(pattern: &str, field: &str, needs_literal: bool) -> Result<NameGlob, String> {
+    if pattern.starts_with('/') {
+        return Err(format!(
+            "{field} {pattern:?} starts with `/`; globs match below dir, so drop it (set dir to choose where to look)"
+        ));
+    }
+    if pattern.starts_with('~') {
+        return Err(format!(
+            "{field} {pattern:?} starts with `~`, which is not expanded; globs match below dir"
+        ));
+    }
+    if pattern.split(['/', '\\']).any(|part| part == "..") {
+        return Err(format!(
+            "{field} {pattern:?} contains `..`; globs only match below dir, so set dir instead"
+        ));
+    }
+    if needs_literal && !has_literal(pattern) {
+        return Err(format!(
+            "{field} {pattern:?} has no literal part; give part of the name (e.g. \"*.rs\" or \
+             \"*test*\"), or use mode \"list\" with recursive=true to see everything"
+        ));
+    }
+    let matcher = GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("{field} {pattern:?} is not a valid glob: {e}"))?
+        .compile_matcher();
+    Ok(NameGlob {
+        matcher,
+        whole_path: pattern.contains('/'),
+    })
+}
+
+/// A glob has a literal when some character outside `[...]` classes is not a metacharacter.
+fn has_literal(pattern: &str) -> bool {
+    let mut in_class = false;
+    let mut escaped = false;
+    for c in pattern.chars() {
+        if escaped {
+            return true;
+        }
+        match c {
+            '\\' => escaped = true,
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            _ if in_class => {}
+            '*' | '?' | '{' | '}' | ',' | '/' | '!' => {}
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// Results of one query as they are found, within its byte budget.
+struct Output {
+    lines: Vec<String>,
+    bytes: usize,
+    budget: usize,
+    entries: usize,
+    matches: usize,
+    files_matched: usize,
+    binary_skipped: usize,
+    secret_skipped: usize,
+    unreadable: usize,
+    /// Why the query stopped early, for the note.
+    capped: Option<String>,
+    last_group_file: Option<PathBuf>,
+}
+
+impl Output {
+    fn new(budget: usize) -> Self {
+        Output {
+            lines: Vec::new(),
+            bytes: 0,
+            budget,
+            entries: 0,
+            matches: 0,
+            files_matched: 0,
+            binary_skipped: 0,
+            secret_skipped: 0,
+            unreadable: 0,
+            capped: None,
+            last_group_file: None,
+        }
+    }
+
+    /// Add a line; false when the byte budget is spent (and the query should stop).
+    fn push(&mut self, line: String) -> bool {
+        if self.bytes + line.len() + 1 > self.budget {
+            self.capped.get_or_insert_with(|| {
+                format!("the {}-byte output budget", thousands(self.budget as u64))
+            });
+            return false;
+        }
+        self.bytes += line.len() + 1;
+        self.lines.push(line);
+        true
+    }
+
+    fn finish(self, plan: &Plan, walked: usize) -> String {
+        let count = match plan.mode {
+            Mode::List | Mode::Glob if self.entries == 0 => "nothing found".to_string(),
+            Mode::List | Mode::Glob => format!("{} entries", thousands(self.entries as u64)),
+            Mode::Search if self.matches == 0 => "no matches".to_string(),
+            Mode::Search => format!(
+                "{} matching lines in {} files",
+                thousands(self.matches as u64),
+                thousands(self.files_matched as u64)
+            ),
+        };
+        let at_least = if self.capped.is_some() && self.entries + self.matches > 0 {
+            "at least "
+        } else {
+            ""
+        };
+        let mut text = format!("{}: {at_least}{count}\n", plan.describe);
+        for line in &self.lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        let mut notes = Vec::new();
+        if self.binary_skipped > 0 {
+            notes.push(format!("{} binary files skipped", self.binary_skipped));
+        }
+        if self.secret_skipped > 0 {
+            notes.push(format!(
+                "{} credential files not searched (read one with read_files, which asks the user)",
+                self.secret_skipped
+            ));
+        }
+        if self.unreadable > 0 {
+            notes.push(format!("{} entries could not be read", self.unreadable));
+        }
+        if !notes.is_empty() {
+            text.push_str(&format!("({})\n", notes.join("; ")));
+        }
+        if let Some(why) = self.capped {
+            let how = match plan.mode {
+                Mode::Search => "a more specific pattern, a file_pattern, or a deeper dir",
+                Mode::Glob => "a more specific pattern or a deeper dir",
+                Mode::List => "a deeper dir, a file_pattern, or recursive=false",
+            };
+            text.push_str(&format!(
+                "[capped at {why} after walking {} entries: narrow your query — {how}]\n",
+                thousands(walked as u64)
+            ));
+        }
+        text
+    }
+}
+
+/// Walk the plan's directory and fill `out`; returns how many entries were walked.
+fn walk(plan: &Plan, place: &Place, out: &mut Output) -> usize {
+    let root = place.confinement.root().to_path_buf();
+    let denied = place.denied.to_vec();
+    let mut builder = WalkBuilder::new(&plan.dir);
+    builder
+        .hidden(false)
+        .parents(true)
+        .ignore(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(move |e| {
+            e.file_name() != ".git" && !denied.iter().any(|d| e.path().starts_with(d))
+        });
+    if !plan.recursive {
+        builder.max_depth(Some(1));
+    }
+    let mut searcher = SearcherBuilder::new()
+        .line_number(true)
+        .before_context(1)
+        .after_context(1)
+        .binary_detection(BinaryDetection::quit(0))
+        .heap_limit(Some(SEARCH_HEAP_LIMIT))
+        .build();
+    let mut walked = 0usize;
+    for entry in builder.build() {
+        if out.capped.is_some() {
+            break;
+        }
+        walked += 1;
+        if walked > MAX_WALKED {
+            out.capped = Some(format!("{} walked entries", thousands(MAX_WALKED as u64)));
+            break;
+        }
+        if walked % 256 == 0 && (place.cancelled)() {
+            out.capped = Some("cancellation".into());
+            break;
+        }
+        let entry = match entry {
+            Ok(e) => e,
+            Err(_) => {
+                out.unreadable += 1;
+                continue;
+            }
+        };
+        let Some(file_type) = entry.file_type() else {
+            continue;
+        };
+        // The directory itself is not one of its entries (a file given as dir is).
+        if entry.depth() == 0 && file_type.is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        let shown = path.strip_prefix(&root).unwrap_or(path);
+        let below_dir = path.strip_prefix(&plan.dir).unwrap_or(path);
+        let below_dir = if below_dir.as_os_str().is_empty() {
+            Path::new(path.file_name().unwrap_or_default())
+        } else {
+            below_dir
+        };
+        match plan.mode {
+            Mode::List | Mode::Glob => {
+                let is_dir = file_type.is_dir();
+                if let Some(glob) = &plan.name_glob
+                    && !glob.is_match(below_dir)
+                {
+                    continue;
+                }
+                if let Some(glob) = &plan.file_glob
+                    && (is_dir || !glob.is_match(below_dir))
+                {
+                    continue;
+                }
+                if out.entries >= MAX_ENTRIES {
+                    out.capped = Some(format!("{MAX_ENTRIES} entries"));
+                    break;
+                }
+                let line = entry_line(shown, path, &file_type, &entry, place);
+                if !out.push(line) {
+                    break;
+                }
+                out.entries += 1;
+            }
+            Mode::Search => {
+                if !file_type.is_file() {
+                    continue; // directories, and symlinks (never followed)
+                }
+                if let Some(glob) = &plan.file_glob
+                    && !glob.is_match(below_dir)
+                {
+                    continue;
+                }
+                if is_sensitive_path(&path.to_string_lossy()) {
+                    out.secret_skipped += 1;
+                    continue;
+                }
+                let Some(regex) = &plan.regex else { continue };
+                search_file(&mut searcher, regex, path, shown, out);
+            }
+        }
+    }
+    walked
+}
+
+/// One list/glob line: `dir/`, `file  (size)`, `link -> target`.
+fn entry_line(
+    shown: &Path,
+    path: &Path,
+    file_type: &std::fs::FileType,
+    entry: &ignore::DirEntry,
+    place: &Place,
+) -> String {
+    let shown = shown.to_string_lossy();
+    if file_type.is_dir() {
+        return format!("{shown}/");
+    }
+    if file_type.is_symlink() {
+        let target = place
+            .confinement
+            .resolve(&path.to_string_lossy())
+            .ok()
+            .filter(|t| !place.denied.iter().any(|d| t.starts_with(d)))
+            .map(|t| place.confinement.display(&t).into_owned());
+        return match target {
+            Some(t) => format!("{shown} -> {t}"),
+            None => format!("{shown} -> (a link leading outside the work directory, or broken)"),
+        };
+    }
+    match entry.metadata() {
+        Ok(m) if file_type.is_file() => format!("{shown}  ({})", human_size(m.len())),
+        _ => shown.into_owned(),
+    }
+}
+
+/// Search one file, adding its matches (and their context) to `out`.
+fn search_file(
+    searcher: &mut Searcher,
+    regex: &RegexMatcher,
+    path: &Path,
+    shown: &Path,
+    out: &mut Output,
+) {
+    let mut sink = FileSink {
+        regex,
+        lines: Vec::new(),
+        matches: 0,
+        more_in_file: false,
+        binary: false,
+        room: MAX_MATCHES.saturating_sub(out.matches),
+        query_full: false,
+    };
+    if searcher.search_path(regex, path, &mut sink).is_err() {
+        out.unreadable += 1;
+        return;
+    }
+    if sink.binary {
+        out.binary_skipped += 1;
+        return;
+    }
+    if sink.matches == 0 {
+        return;
+    }
+    out.files_matched += 1;
+    let shown = shown.to_string_lossy();
+    if out.last_group_file.is_some() {
+        out.push("--".into());
+    }
+    out.last_group_file = Some(path.to_path_buf());
+    for line in sink.lines {
+        let text = match line {
+            Shown::Match(n, text) => format!("{shown}:{n}: {text}"),
+            Shown::Context(n, text) => format!("{shown}-{n}- {text}"),
+            Shown::Break => "--".to_string(),
+        };
+        if !out.push(text) {
+            return;
+        }
+    }
+    out.matches += sink.matches;
+    if sink.more_in_file
+        && !out.push(format!(
+            "{shown}: … more matches in this file (search it alone, or read it with read_files)"
+        ))
+    {
+        return;
+    }
+    if sink.query_full {
+        out.capped = Some(format!("{MAX_MATCHES} matching lines"));
+    }
+}
+
+enum Shown {
+    Match(u64, String),
+    Context(u64, String),
+    Break,
+}
+
+struct FileSink<'a> {
+    regex: &'a RegexMatcher,
+    lines: Vec<Shown>,
+    matches: usize,
+    more_in_file: bool,
+    binary: bool,
+    /// Matches this query may still show.
+    room: usize,
+    query_full: bool,
+}
+
+impl Sink for FileSink<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        if self.matches >= self.room {
+            self.query_full = true;
+            return Ok(false);
+        }
+        if self.matches >= MAX_MATCHES_PER_FILE {
+            self.more_in_file = true;
+            return Ok(false);
+        }
+        self.matches += 1;
+        let n = m.line_number().unwrap_or(0);
+        self.lines
+            .push(Shown::Match(n, clip_line(m.bytes(), Some(self.regex))));
+        Ok(true)
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        let n = c.line_number().unwrap_or(0);
+        self.lines
+            .push(Shown::Context(n, clip_line(c.bytes(), None)));
+        Ok(true)
+    }
+
+    fn context_break(&mut self, _: &Searcher) -> Result<bool, io::Error> {
+        self.lines.push(Shown::Break);
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+/// A line for display: no terminator, valid UTF-8, at most [`MAX_SHOWN_LINE_CHARS`] around
+/// the match.
+fn clip_line(bytes: &[u8], regex: Option<&RegexMatcher>) -> String {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let text = String::from_utf8_lossy(bytes);
+    let chars = text.chars().count();
+    if chars <= MAX_SHOWN_LINE_CHARS {
+        return text.into_owned();
+    }
+    // Centre the window on the match (a byte offset; map it to a char index).
+    let match_at = regex
+        .and_then(|r| r.find(bytes).ok().flatten())
+        .map(|m| String::from_utf8_lossy(&bytes[..m.start()]).chars().count())
+        .unwrap_or(0);
+    let start = match_at
+        .saturating_sub(MAX_SHOWN_LINE_CHARS / 3)
+        .min(chars - MAX_SHOWN_LINE_CHARS);
+    let window: String = text
+        .chars()
+        .skip(start)
+        .take(MAX_SHOWN_LINE_CHARS)
+        .collect();
+    let before = if start > 0 { "…" } else { "" };
+    let after = if start + MAX_SHOWN_LINE_CHARS < chars {
+        "…"
+    } else {
+        ""
+    };
+    format!(
+        "{before}{window}{after} [line of {} chars]",
+        thousands(chars as u64)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_parts_are_found_outside_classes() {
+        for p in ["*.rs", "test_*", "src/**/mod.rs", "a", "\\*", "*[ab]x"] {
+            assert!(has_literal(p), "{p}");
+        }
+        for p in ["*", "**", "**/*", "?", "*/*", "[a-z]*", "{*,?}", "!*"] {
+            assert!(!has_literal(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn long_lines_are_cut_around_the_match() {
+        let mut line = "a".repeat(1000);
+        line.push_str("NEEDLE");
+        line.push_str(&"b".repeat(1000));
+        let regex = RegexMatcher::new("NEEDLE").unwrap();
+        let shown = clip_line(line.as_bytes(), Some(&regex));
+        assert!(shown.contains("NEEDLE"), "{shown}");
+        assert!(shown.starts_with('…') && shown.contains("… [line of 2,006 chars]"));
+        assert_eq!(clip_line(b"short\r\n", None), "short");
+    }
+}
