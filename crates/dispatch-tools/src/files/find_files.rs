@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use dispatch_engine::sensitive::is_sensitive_path;
 use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use globset::{GlobBuilder, GlobMatcher};
-use grep_matcher::Matcher;
+use grep_matcher::{LineTerminator, Matcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::WalkBuilder;
@@ -382,6 +382,8 @@ struct Output {
     binary_skipped: usize,
     secret_skipped: usize,
     unreadable: usize,
+    /// The first thing that could not be read, and why.
+    first_unreadable: Option<String>,
     /// Why the query stopped early, for the note.
     capped: Option<String>,
     last_group_file: Option<PathBuf>,
@@ -399,9 +401,15 @@ impl Output {
             binary_skipped: 0,
             secret_skipped: 0,
             unreadable: 0,
+            first_unreadable: None,
             capped: None,
             last_group_file: None,
         }
+    }
+
+    fn unreadable(&mut self, why: String) {
+        self.unreadable += 1;
+        self.first_unreadable.get_or_insert(why);
     }
 
     /// Add a line; false when the byte budget is spent (and the query should stop).
@@ -449,7 +457,14 @@ impl Output {
             ));
         }
         if self.unreadable > 0 {
-            notes.push(format!("{} entries could not be read", self.unreadable));
+            let example = self
+                .first_unreadable
+                .map(|e| format!(", e.g. {e}"))
+                .unwrap_or_default();
+            notes.push(format!(
+                "{} entries could not be read{example}",
+                self.unreadable
+            ));
         }
         if !notes.is_empty() {
             text.push_str(&format!("({})\n", notes.join("; ")));
@@ -492,6 +507,7 @@ fn walk(plan: &Plan, place: &Place, out: &mut Output) -> usize {
     }
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
+        .line_terminator(LineTerminator::crlf())
         .before_context(1)
         .after_context(1)
         .binary_detection(BinaryDetection::quit(0))
@@ -513,8 +529,8 @@ fn walk(plan: &Plan, place: &Place, out: &mut Output) -> usize {
         }
         let entry = match entry {
             Ok(e) => e,
-            Err(_) => {
-                out.unreadable += 1;
+            Err(e) => {
+                out.unreadable(e.to_string());
                 continue;
             }
         };
@@ -565,7 +581,8 @@ fn walk(plan: &Plan, place: &Place, out: &mut Output) -> usize {
                 {
                     continue;
                 }
-                if is_sensitive_path(&path.to_string_lossy()) {
+                // Judged below the work directory: where the project lives is not a secret.
+                if is_sensitive_path(&shown.to_string_lossy()) {
                     out.secret_skipped += 1;
                     continue;
                 }
@@ -624,8 +641,8 @@ fn search_file(
         room: MAX_MATCHES.saturating_sub(out.matches),
         query_full: false,
     };
-    if searcher.search_path(regex, path, &mut sink).is_err() {
-        out.unreadable += 1;
+    if let Err(e) = searcher.search_path(regex, path, &mut sink) {
+        out.unreadable(format!("{}: {e}", shown.display()));
         return;
     }
     if sink.binary {
@@ -777,5 +794,255 @@ mod tests {
         assert!(shown.contains("NEEDLE"), "{shown}");
         assert!(shown.starts_with('…') && shown.contains("… [line of 2,006 chars]"));
         assert_eq!(clip_line(b"short\r\n", None), "short");
+    }
+}
+
+#[cfg(test)]
+mod harness_tests {
+    use dispatch_engine::{SlotResult, Status};
+    use pretty_assertions::assert_eq;
+    use serde_json::{Value, json};
+
+    use crate::test_support::*;
+
+    async fn find(h: &Harness, run: &str, args: Value) -> SlotResult {
+        let out = h
+            .round("s", run, vec![run_tool("c1", "find_files", args)])
+            .await;
+        out.results[0].clone()
+    }
+
+    fn put(h: &Harness, rel: &str, content: &[u8]) {
+        let path = h.root().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    /// A small project: sources, an ignored build dir, hidden files, a binary, a secret.
+    async fn project() -> Harness {
+        let h = Harness::new();
+        put(&h, ".gitignore", b"target/\n*.log\n");
+        put(
+            &h,
+            "src/main.rs",
+            b"mod util;\n\nfn main() {\n    util::greet();\n}\n",
+        );
+        put(
+            &h,
+            "src/util.rs",
+            b"pub fn greet() {\n    println!(\"hello\");\n}\n",
+        );
+        put(&h, "src/deep/nested/mod.rs", b"// fn main is not here\n");
+        put(&h, "target/debug/out.rs", b"fn main() {}\n");
+        put(&h, "run.log", b"fn main in a log\n");
+        put(&h, ".github/workflows/ci.yml", b"name: ci\n");
+        put(&h, ".git/config", b"[core] fn main\n");
+        put(&h, ".tooldispatch/rules", b"allow fn main\n");
+        put(&h, "blob.bin", b"fn main\0\0\0binary");
+        put(&h, ".env", b"TOKEN=fn main secret\n");
+        put(&h, "README.md", b"# demo\n");
+        h.select("s", "find_files").await;
+        h
+    }
+
+    #[tokio::test]
+    async fn list_shows_hidden_files_but_not_ignored_git_or_denied_places() {
+        let h = project().await;
+        let r = find(&h, "r1", json!({"queries": [{}]})).await;
+        assert_eq!(r.status, Status::Ok, "{}", r.content);
+        assert_eq!(
+            r.content,
+            "[find_files] list .: 6 entries\n.env  (21 bytes)\n.github/\n.gitignore  (14 bytes)\n\
+             README.md  (7 bytes)\nblob.bin  (16 bytes)\nsrc/"
+        );
+    }
+
+    #[tokio::test]
+    async fn recursive_list_and_globs_respect_gitignore() {
+        let h = project().await;
+        let r = find(
+            &h,
+            "r1",
+            json!({"queries": [
+                {"dir": "src", "recursive": true},
+                {"pattern": "*.rs"},
+                {"pattern": "src/**/mod.rs"},
+                {"dir": "src", "pattern": "*.rs", "recursive": false}
+            ]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Ok, "{}", r.content);
+        assert_eq!(
+            r.content,
+            "[find_files] [1] list src (recursive): 5 entries\nsrc/deep/\nsrc/deep/nested/\n\
+             src/deep/nested/mod.rs  (23 bytes)\nsrc/main.rs  (44 bytes)\nsrc/util.rs  (42 bytes)\n\n\
+             [2] glob \"*.rs\" in .: 3 entries\nsrc/deep/nested/mod.rs  (23 bytes)\nsrc/main.rs  (44 bytes)\n\
+             src/util.rs  (42 bytes)\n\n\
+             [3] glob \"src/**/mod.rs\" in .: 1 entries\nsrc/deep/nested/mod.rs  (23 bytes)\n\n\
+             [4] glob \"*.rs\" in src (not recursive): 2 entries\nsrc/main.rs  (44 bytes)\nsrc/util.rs  (42 bytes)"
+        );
+    }
+
+    #[tokio::test]
+    async fn search_shows_path_line_and_context_and_skips_binary_ignored_and_secret_files() {
+        let h = project().await;
+        let r = find(
+            &h,
+            "r1",
+            json!({"mode": "search", "queries": [{"pattern": "fn (main|greet)"}]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Ok, "{}", r.content);
+        assert_eq!(
+            r.content,
+            "[find_files] search /fn (main|greet)/ in .: 3 matching lines in 3 files\n\
+             src/deep/nested/mod.rs:1: // fn main is not here\n\
+             --\n\
+             src/main.rs-2- \n\
+             src/main.rs:3: fn main() {\n\
+             src/main.rs-4-     util::greet();\n\
+             --\n\
+             src/util.rs:1: pub fn greet() {\n\
+             src/util.rs-2-     println!(\"hello\");\n\
+             (1 binary files skipped; 1 credential files not searched (read one with read_files, which asks the user))"
+        );
+        // pattern + file_pattern without a mode is a search.
+        let r = find(
+            &h,
+            "r2",
+            json!({"queries": [{"pattern": "greet", "file_pattern": "util.rs"}]}),
+        )
+        .await;
+        assert!(
+            r.content.starts_with("[find_files] search /greet/ in ., files \"util.rs\": 1 matching lines in 1 files\nsrc/util.rs:1: pub fn greet() {"),
+            "{}",
+            r.content
+        );
+    }
+
+    #[tokio::test]
+    async fn searches_are_capped_with_a_note_to_narrow_the_query() {
+        let h = project().await;
+        for i in 0..30 {
+            let body: String = (0..30).map(|j| format!("hit {i}-{j}\n")).collect();
+            put(&h, &format!("many/f{i:02}.txt"), body.as_bytes());
+        }
+        let r = find(
+            &h,
+            "r1",
+            json!({"mode": "search", "queries": [{"dir": "many", "pattern": "hit"}]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Ok);
+        assert!(
+            r.content
+                .contains("many/f00.txt: … more matches in this file"),
+            "{}",
+            r.content
+        );
+        assert!(
+            r.content.trim_end().ends_with(
+                "narrow your query — a more specific pattern, a file_pattern, or a deeper dir]"
+            ),
+            "{}",
+            r.content
+        );
+        assert!(
+            r.content.len() <= super::MAX_OUTPUT_BYTES + 500,
+            "{}",
+            r.content.len()
+        );
+        // A listing over the entry cap.
+        for i in 0..600 {
+            put(&h, &format!("wide/e{i:03}"), b"");
+        }
+        let r = find(&h, "r2", json!({"queries": [{"dir": "wide"}]})).await;
+        assert!(r.content.contains("[capped at"), "{}", &r.content[..200]);
+        assert!(r.content.contains("narrow your query"));
+    }
+
+    #[tokio::test]
+    async fn links_are_listed_but_never_followed_out() {
+        let h = project().await;
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "fn main OUTSIDE").unwrap();
+        std::os::unix::fs::symlink(outside.path(), h.root().join("src/out")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.txt"),
+            h.root().join("src/out.txt"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("util.rs", h.root().join("src/alias.rs")).unwrap();
+        std::os::unix::fs::symlink("loop2", h.root().join("src/loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", h.root().join("src/loop2")).unwrap();
+        let r = find(
+            &h,
+            "r1",
+            json!({"queries": [
+                {"dir": "src"},
+                {"dir": "src", "pattern": "OUTSIDE", "file_pattern": "*"}
+            ]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Ok, "{}", r.content);
+        assert!(
+            r.content.contains("src/alias.rs -> src/util.rs"),
+            "{}",
+            r.content
+        );
+        assert!(
+            r.content
+                .contains("src/out -> (a link leading outside the work directory, or broken)")
+        );
+        assert!(r.content.contains("src/loop1 -> (a link leading outside"));
+        assert!(
+            r.content
+                .contains("[2] search /OUTSIDE/ in src: no matches"),
+            "{}",
+            r.content
+        );
+        assert!(!r.content.contains("fn main OUTSIDE"));
+        let r = find(&h, "r2", json!({"queries": [{"dir": "src/out"}]})).await;
+        assert_eq!(r.status, Status::Failed);
+        assert!(
+            r.content.contains("outside the work directory"),
+            "{}",
+            r.content
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_queries_fail_alone_with_the_reason() {
+        let h = project().await;
+        let r = find(
+            &h,
+            "r1",
+            json!({"queries": [
+                {"pattern": "fn", "dir": "src"},
+                {"pattern": "**"},
+                {"pattern": "README*"}
+            ]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Ok, "{}", r.content);
+        assert_eq!(
+            r.content,
+            "[find_files] [1] glob \"fn\" in src: nothing found\n\n\
+             [2] error: query 2: pattern \"**\" has no literal part; give part of the name (e.g. \"*.rs\" or \"*test*\"), or use mode \"list\" with recursive=true to see everything\n\n\
+             [3] glob \"README*\" in .: 1 entries\nREADME.md  (7 bytes)"
+        );
+        let r = find(
+            &h,
+            "r2",
+            json!({"mode": "search", "queries": [{"pattern": "fn ("}]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Failed);
+        assert!(
+            r.content.contains("query 1: pattern is not a valid regex")
+                && r.content.contains("unclosed group"),
+            "{}",
+            r.content
+        );
     }
 }
