@@ -288,7 +288,10 @@ fn plan(mode: Option<Mode>, q: &Query, confinement: &Confinement) -> Result<Plan
                 .dfa_size_limit(REGEX_SIZE_LIMIT)
                 .build(p)
                 .map_err(|e| {
-                    format!("pattern is not a valid regex (Rust syntax; escape special characters like `(` with `\\`): {e}")
+                    format!(
+                        "pattern is not a valid regex: {e}\n(Rust regex syntax; escape special \
+                         characters such as `(` or `.` with `\\`)"
+                    )
                 })?;
             (None, Some(regex), format!("search /{p}/ in {shown_dir}"))
         }
@@ -333,18 +336,18 @@ fn compile_glob(pattern: &str, field: &str, needs_literal: bool) -> Result<NameG
             "{field} {pattern:?} contains `..`; globs only match below dir, so set dir instead"
         ));
     }
-    if needs_literal && !has_literal(pattern) {
-        return Err(format!(
-            "{field} {pattern:?} has no literal part; give part of the name (e.g. \"*.rs\" or \
-             \"*test*\"), or use mode \"list\" with recursive=true to see everything"
-        ));
-    }
     let matcher = GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map_err(|e| format!("{field} {pattern:?} is not a valid glob: {e}"))?
         .compile_matcher();
+    if needs_literal && !has_literal(pattern) {
+        return Err(format!(
+            "{field} {pattern:?} has no literal part; give part of the name (e.g. \"*.rs\" or \
+             \"*test*\"), or use mode \"list\" with recursive=true to see everything"
+        ));
+    }
     Ok(NameGlob {
         matcher,
         whole_path: pattern.contains('/'),
