@@ -5,8 +5,9 @@
 //! Decisions the seed leaves open:
 //! - Hidden files are shown (`.github/`, `.env.example` are often what is looked for); `.git`
 //!   is never walked, nor are the denied places (`.tooldispatch`, the data directory).
-//! - .gitignore, .ignore and .git/info/exclude apply even outside a git repository; the user's
-//!   global gitignore does not (results depend only on the project).
+//! - .gitignore, .ignore and .git/info/exclude apply even outside a git repository, and those of
+//!   the directories above `dir` apply too (as with ripgrep and git); the user's global
+//!   gitignore does not (results depend only on the project).
 //! - Symlinks are never followed: they are listed (with their target when it lies inside the
 //!   work directory) and never searched, so nothing outside the work directory is read.
 //! - Credential files (`.env`, keys) are not searched: their lines would reach the model
@@ -526,7 +527,7 @@ fn walk(plan: &Plan, place: &Place, out: &mut Output) -> usize {
             out.capped = Some(format!("{} walked entries", thousands(MAX_WALKED as u64)));
             break;
         }
-        if walked % 256 == 0 && (place.cancelled)() {
+        if walked.is_multiple_of(256) && (place.cancelled)() {
             out.capped = Some("cancellation".into());
             break;
         }
@@ -1046,6 +1047,166 @@ mod harness_tests {
                 && r.content.contains("unclosed group"),
             "{}",
             r.content
+        );
+    }
+}
+
+/// Benchmarks, run by hand (numbers are printed, not asserted):
+/// `cargo test -p dispatch-tools --release --lib bench_ -- --ignored --nocapture --test-threads=1`
+#[cfg(test)]
+mod bench {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use dispatch_engine::Status;
+    use serde_json::json;
+
+    use crate::test_support::*;
+
+    fn median(mut samples: Vec<Duration>) -> Duration {
+        samples.sort();
+        samples[samples.len() / 2]
+    }
+
+    /// 50,000 files of ~1 KiB in 500 directories; the needle is in 10 of them.
+    fn tree(root: &Path) {
+        for d in 0..500 {
+            let dir = root.join(format!("pkg{d:03}/src"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in 0..100 {
+                let n = d * 100 + f;
+                let mut body = String::with_capacity(1100);
+                for l in 0..24 {
+                    body.push_str(&format!("let value_{l} = compute({n}, {l}); // filler\n"));
+                }
+                if n % 5000 == 17 {
+                    body.push_str("const NEEDLE_7f3a: u32 = 1;\n");
+                }
+                std::fs::write(dir.join(format!("m{f:02}.rs")), body).unwrap();
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "benchmark: run by hand with --release"]
+    async fn bench_search_50k_files_against_rg() {
+        let h = Harness::new();
+        h.select("s", "find_files").await;
+        let root = h.root();
+        let started = Instant::now();
+        tree(&root);
+        eprintln!("tree of 50,000 files written in {:?}", started.elapsed());
+        let reps = 5;
+        let mut ours = Vec::new();
+        for rep in 0..=reps {
+            let t = Instant::now();
+            let out = h
+                .round(
+                    "s",
+                    &format!("b{rep}"),
+                    vec![run_tool(
+                        "c1",
+                        "find_files",
+                        json!({"mode": "search", "queries": [{"pattern": "NEEDLE_[0-9a-f]+"}]}),
+                    )],
+                )
+                .await;
+            let took = t.elapsed();
+            let r = &out.results[0];
+            assert_eq!(r.status, Status::Ok, "{}", r.content);
+            assert!(
+                r.content.contains("10 matching lines in 10 files"),
+                "{}",
+                r.content
+            );
+            if rep > 0 {
+                ours.push(took); // the first pass warms the page cache
+            }
+        }
+        let rg = |threads: Option<&str>| {
+            let mut samples = Vec::new();
+            for rep in 0..=reps {
+                let mut cmd = std::process::Command::new("rg");
+                cmd.arg("-n")
+                    .arg("-C1")
+                    .arg("NEEDLE_[0-9a-f]+")
+                    .arg(".")
+                    .current_dir(&root);
+                if let Some(j) = threads {
+                    cmd.arg("-j").arg(j);
+                }
+                let t = Instant::now();
+                let out = cmd.output().expect("rg is installed for the benchmark");
+                let took = t.elapsed();
+                assert!(out.status.success());
+                if rep > 0 {
+                    samples.push(took);
+                }
+            }
+            median(samples)
+        };
+        let ours = median(ours);
+        let rg_default = rg(None);
+        let rg_one = rg(Some("1"));
+        eprintln!(
+            "find_files search, 50,000 files: {ours:?} (median of {reps}); rg: {rg_default:?}; \
+             rg -j1: {rg_one:?}; ratio find_files/rg = {:.2}, find_files/rg -j1 = {:.2}",
+            ours.as_secs_f64() / rg_default.as_secs_f64(),
+            ours.as_secs_f64() / rg_one.as_secs_f64()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "benchmark: run by hand with --release"]
+    async fn bench_read_100_files() {
+        let h = Harness::new();
+        h.select("s", "read_files").await;
+        let root = h.root();
+        let mut names = Vec::new();
+        for i in 0..100 {
+            let body: String = (0..200)
+                .map(|l| format!("line {l} of file {i}: some ordinary source text\n"))
+                .collect();
+            let name = format!("f{i:03}.txt");
+            std::fs::write(root.join(&name), body).unwrap();
+            names.push(name);
+        }
+        let reps = 10;
+        let mut ours = Vec::new();
+        for rep in 0..=reps {
+            let calls: Vec<_> = names
+                .chunks(64)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let files: Vec<_> = chunk.iter().map(|n| json!({"path": n})).collect();
+                    run_tool(&format!("c{i}"), "read_files", json!({"files": files}))
+                })
+                .collect();
+            let t = Instant::now();
+            let out = h.round("s", &format!("b{rep}"), calls).await;
+            let took = t.elapsed();
+            assert!(out.results.iter().all(|r| r.status == Status::Ok));
+            if rep > 0 {
+                ours.push(took);
+            }
+        }
+        let mut plain = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            let total: usize = names
+                .iter()
+                .map(|n| std::fs::read_to_string(root.join(n)).unwrap().len())
+                .sum();
+            assert!(total > 0);
+            plain.push(t.elapsed());
+        }
+        let ours = median(ours);
+        let plain = median(plain);
+        eprintln!(
+            "read_files of 100 files (200 lines each, two calls in one round): {ours:?} \
+             (median of {reps}), {:?} per file; plain std::fs::read_to_string of the same \
+             files: {plain:?}",
+            ours / 100
         );
     }
 }

@@ -5,14 +5,15 @@
 //!
 //! ```text
 //! ==> src/main.rs (lines 1-3 of 3) <==
-//!      1	fn main() {
-//!      2	    println!("hi");
-//!      3	}
+//!      1  fn main() {
+//!      2      println!("hi");
+//!      3  }
 //!
 //! ==> notes.txt <==
 //! error: no such file; check the name with find_files (mode="glob")
 //! ```
 //!
+//! The gutter is the line number right-aligned in six columns and a tab, as `cat -n` prints it.
 //! Plain text with headers rather than the seed's JSON object: a model reads the gutter and the
 //! "continue with offset=N" marker as they are, with no escaped newlines to undo. A file that
 //! cannot be read gets its own `error:` line and never fails the others; only when every file
