@@ -432,12 +432,12 @@ impl Output {
     fn finish(self, plan: &Plan, walked: usize) -> String {
         let count = match plan.mode {
             Mode::List | Mode::Glob if self.entries == 0 => "nothing found".to_string(),
-            Mode::List | Mode::Glob => format!("{} entries", thousands(self.entries as u64)),
+            Mode::List | Mode::Glob => count_of(self.entries, "entry", "entries"),
             Mode::Search if self.matches == 0 => "no matches".to_string(),
             Mode::Search => format!(
-                "{} matching lines in {} files",
-                thousands(self.matches as u64),
-                thousands(self.files_matched as u64)
+                "{} in {}",
+                count_of(self.matches, "matching line", "matching lines"),
+                count_of(self.files_matched, "file", "files")
             ),
         };
         let at_least = if self.capped.is_some() && self.entries + self.matches > 0 {
@@ -452,12 +452,15 @@ impl Output {
         }
         let mut notes = Vec::new();
         if self.binary_skipped > 0 {
-            notes.push(format!("{} binary files skipped", self.binary_skipped));
+            notes.push(format!(
+                "{} skipped",
+                count_of(self.binary_skipped, "binary file", "binary files")
+            ));
         }
         if self.secret_skipped > 0 {
             notes.push(format!(
-                "{} credential files not searched (read one with read_files, which asks the user)",
-                self.secret_skipped
+                "{} not searched (read one with read_files, which asks the user)",
+                count_of(self.secret_skipped, "credential file", "credential files")
             ));
         }
         if self.unreadable > 0 {
@@ -466,8 +469,8 @@ impl Output {
                 .map(|e| format!(", e.g. {e}"))
                 .unwrap_or_default();
             notes.push(format!(
-                "{} entries could not be read{example}",
-                self.unreadable
+                "{} could not be read{example}",
+                count_of(self.unreadable, "entry", "entries")
             ));
         }
         if !notes.is_empty() {
@@ -486,6 +489,15 @@ impl Output {
         }
         text
     }
+}
+
+/// `1 entry`, `2,000 entries`.
+fn count_of(n: usize, one: &str, many: &str) -> String {
+    format!(
+        "{} {}",
+        thousands(n as u64),
+        if n == 1 { one } else { many }
+    )
 }
 
 /// Walk the plan's directory and fill `out`; returns how many entries were walked.
@@ -882,7 +894,7 @@ mod harness_tests {
              src/deep/nested/mod.rs  (23 bytes)\nsrc/main.rs  (44 bytes)\nsrc/util.rs  (42 bytes)\n\n\
              [2] glob \"*.rs\" in .: 3 entries\nsrc/deep/nested/mod.rs  (23 bytes)\nsrc/main.rs  (44 bytes)\n\
              src/util.rs  (42 bytes)\n\n\
-             [3] glob \"src/**/mod.rs\" in .: 1 entries\nsrc/deep/nested/mod.rs  (23 bytes)\n\n\
+             [3] glob \"src/**/mod.rs\" in .: 1 entry\nsrc/deep/nested/mod.rs  (23 bytes)\n\n\
              [4] glob \"*.rs\" in src (not recursive): 2 entries\nsrc/main.rs  (44 bytes)\nsrc/util.rs  (42 bytes)"
         );
     }
@@ -908,7 +920,7 @@ mod harness_tests {
              --\n\
              src/util.rs:1: pub fn greet() {\n\
              src/util.rs-2-     println!(\"hello\");\n\
-             (1 binary files skipped; 1 credential files not searched (read one with read_files, which asks the user))"
+             (1 binary file skipped; 1 credential file not searched (read one with read_files, which asks the user))"
         );
         // pattern + file_pattern without a mode is a search.
         let r = find(
@@ -918,7 +930,7 @@ mod harness_tests {
         )
         .await;
         assert!(
-            r.content.starts_with("[find_files] search /greet/ in ., files \"util.rs\": 1 matching lines in 1 files\nsrc/util.rs:1: pub fn greet() {"),
+            r.content.starts_with("[find_files] search /greet/ in ., files \"util.rs\": 1 matching line in 1 file\nsrc/util.rs:1: pub fn greet() {"),
             "{}",
             r.content
         );
@@ -1033,7 +1045,7 @@ mod harness_tests {
             r.content,
             "[find_files] [1] glob \"fn\" in src: nothing found\n\n\
              [2] error: query 2: pattern \"**\" has no literal part; give part of the name (e.g. \"*.rs\" or \"*test*\"), or use mode \"list\" with recursive=true to see everything\n\n\
-             [3] glob \"README*\" in .: 1 entries\nREADME.md  (7 bytes)"
+             [3] glob \"README*\" in .: 1 entry\nREADME.md  (7 bytes)"
         );
         let r = find(
             &h,
