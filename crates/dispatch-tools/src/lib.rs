@@ -48,6 +48,8 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(files::RemoveFile::new()))?;
     registry.register(std::sync::Arc::new(files::RestoreFile::new()))?;
     registry.register(std::sync::Arc::new(files::FileHistoryTool::new()))?;
+    registry.register(std::sync::Arc::new(files::ReadFiles::new()))?;
+    registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
     Ok(registry)
 }
 

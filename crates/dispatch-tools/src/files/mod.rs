@@ -4,12 +4,17 @@
 pub mod confine;
 pub mod edit_file;
 pub mod file_history;
+pub mod find_files;
+pub mod read;
+pub mod read_files;
 pub mod remove_file;
 pub mod restore_file;
 pub mod write;
 
 pub use edit_file::EditFile;
 pub use file_history::FileHistoryTool;
+pub use find_files::FindFiles;
+pub use read_files::ReadFiles;
 pub use remove_file::RemoveFile;
 pub use restore_file::RestoreFile;
 
@@ -17,3 +22,5 @@ pub use restore_file::RestoreFile;
 mod edit_tools_tests;
 #[cfg(test)]
 mod hostile_edit_tests;
+#[cfg(test)]
+mod hostile_read_tests;
