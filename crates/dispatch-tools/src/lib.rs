@@ -9,6 +9,7 @@ use serde_json::Value;
 pub mod files;
 pub mod math;
 pub mod planning;
+pub mod shell;
 #[cfg(test)]
 mod test_support;
 
@@ -44,6 +45,8 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(planning::ReasoningGuide::new()))?;
     registry.register(std::sync::Arc::new(planning::WriteTodo::new()))?;
     registry.register(std::sync::Arc::new(math::Calculate::new()))?;
+    registry.register(std::sync::Arc::new(shell::RunCommand::new()))?;
+    registry.register(std::sync::Arc::new(shell::BackgroundCommand::new()))?;
     Ok(registry)
 }
 

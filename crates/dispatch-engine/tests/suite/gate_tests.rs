@@ -470,7 +470,11 @@ async fn a_shell_command_line_always_asks_unless_the_run_or_turn_allows_all() {
         .build();
     fx.mark_all("s").await;
     let calls = vec![
-        wrapped("sh", "cmd", json!({"argv": ["ls; rm -rf x"], "shell": true})),
+        wrapped(
+            "sh",
+            "cmd",
+            json!({"argv": ["ls; rm -rf x"], "shell": true}),
+        ),
         wrapped("sh-ls", "cmd", json!({"argv": ["ls"], "shell": true})),
         wrapped("no-sh", "cmd", json!({"argv": ["ls"], "shell": false})),
         wrapped("plain", "cmd", json!({"argv": ["touch", "x"]})),
