@@ -311,7 +311,7 @@ struct MiddleScanner {
 
 impl MiddleScanner {
     fn scan(&mut self, mut bytes: &[u8]) {
-        while let Some(at) = bytes.iter().position(|b| *b == b'\n') {
+        while let Some(at) = memchr::memchr(b'\n', bytes) {
             self.keep(&bytes[..at]);
             self.end_line();
             bytes = &bytes[at + 1..];
@@ -338,29 +338,29 @@ impl MiddleScanner {
     }
 }
 
-/// The engine's shaping words (dispatch_engine::shaping), matched the same way.
+/// The engine's shaping words (dispatch_engine::shaping), matched case-insensitively.
 fn looks_like_error(line: &[u8]) -> bool {
-    const WORDS: [&[u8]; 8] = [
-        b"error",
-        b"failed",
-        b"failure",
-        b"panic",
-        b"exception",
-        b"fatal",
-        b"traceback",
-        b"denied",
-    ];
-    if line.is_empty() {
-        return false;
-    }
-    let lower = line.to_ascii_lowercase();
-    WORDS
-        .iter()
-        .any(|w| lower.windows(w.len()).any(|window| window == *w))
+    static WORDS: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> =
+        std::sync::LazyLock::new(|| {
+            aho_corasick::AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build([
+                    "error",
+                    "failed",
+                    "failure",
+                    "panic",
+                    "exception",
+                    "fatal",
+                    "traceback",
+                    "denied",
+                ])
+                .ok()
+        });
+    WORDS.as_ref().is_some_and(|words| words.is_match(line))
 }
 
 fn count_newlines(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|b| **b == b'\n').count() as u64
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// Most bytes of output in one progress event.

@@ -23,6 +23,8 @@ pub const MAX_RUNNING: usize = 16;
 pub const MAX_KEPT: usize = 32;
 /// Output kept per job: the last this many bytes.
 pub const RING_CAP: usize = 4 * 1024 * 1024;
+/// How long a finished job (and its output) is remembered.
+pub const FINISHED_TTL: Duration = Duration::from_secs(60 * 60);
 
 /// Every session's jobs.
 #[derive(Default)]
@@ -105,6 +107,7 @@ impl JobTable {
         command: String,
         cwd: String,
     ) -> Result<Arc<Job>, String> {
+        self.prune();
         let mut sessions = lock(&self.sessions);
         let jobs = sessions.entry(session.to_string()).or_default();
         let running: Vec<&str> = jobs
@@ -151,6 +154,15 @@ impl JobTable {
         Ok(job)
     }
 
+    /// Forget jobs that ended more than [`FINISHED_TTL`] ago, and sessions left without jobs:
+    /// a long-lived daemon sees many sessions, and nobody reads those any more.
+    fn prune(&self) {
+        lock(&self.sessions).retain(|_, jobs| {
+            jobs.retain(|j| !j.finished_before(FINISHED_TTL));
+            !jobs.is_empty()
+        });
+    }
+
     /// The jobs of `session`, oldest first.
     pub fn list(&self, session: &str) -> Vec<Arc<Job>> {
         lock(&self.sessions)
@@ -187,6 +199,14 @@ impl Drop for JobTable {
 impl Job {
     pub fn is_running(&self) -> bool {
         lock(&self.state).end.is_none()
+    }
+
+    /// Ended more than `ttl` ago.
+    fn finished_before(&self, ttl: Duration) -> bool {
+        lock(&self.state)
+            .end
+            .as_ref()
+            .is_some_and(|end| self.started.elapsed().saturating_sub(end.after) > ttl)
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -372,6 +392,58 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    fn job(id: &str, age: Duration, ran_for: Option<Duration>) -> Arc<Job> {
+        Arc::new(Job {
+            id: id.to_string(),
+            command: "x".into(),
+            cwd: ".".into(),
+            pid: 0,
+            started: Instant::now().checked_sub(age).unwrap(),
+            state: Mutex::new(JobState {
+                output: Ring::default(),
+                end: ran_for.map(|after| JobEnd {
+                    status: None,
+                    stopped_by_request: false,
+                    leftovers: false,
+                    after,
+                }),
+            }),
+            changed: Notify::new(),
+            stop: Notify::new(),
+            pgid: AtomicI32::new(0),
+        })
+    }
+
+    #[test]
+    fn jobs_finished_over_an_hour_ago_and_empty_sessions_are_forgotten() {
+        let table = JobTable::default();
+        let hour = Duration::from_secs(3600);
+        {
+            let mut sessions = lock(&table.sessions);
+            sessions.insert(
+                "a".into(),
+                vec![
+                    job("old", 3 * hour, Some(Duration::from_secs(5))),
+                    job(
+                        "recent",
+                        3 * hour,
+                        Some(2 * hour + Duration::from_secs(600)),
+                    ),
+                    job("running", 3 * hour, None),
+                ],
+            );
+            sessions.insert(
+                "b".into(),
+                vec![job("old-b", 2 * hour, Some(Duration::ZERO))],
+            );
+        }
+        table.prune();
+        let ids: Vec<String> = table.list("a").iter().map(|j| j.id.clone()).collect();
+        assert_eq!(ids, ["recent", "running"]);
+        assert!(table.list("b").is_empty());
+        assert_eq!(lock(&table.sessions).len(), 1);
+    }
 
     #[test]
     fn the_ring_keeps_the_last_bytes_and_addresses_them_by_offset() {
