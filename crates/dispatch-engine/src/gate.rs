@@ -128,8 +128,8 @@ pub struct Permission {
 
 impl GatePolicy {
     /// Decide, in order: deny rule → run allow-all → interactive → sensitive path → turn
-    /// allow-all → destructive → ask rule → read-only → list/read/search mode → GET →
-    /// read-only command → allow rule → ask.
+    /// allow-all → destructive → `shell: true` → ask rule → read-only → list/read/search mode →
+    /// GET → read-only command (without `env`/`pass_env`) → allow rule → ask.
     pub fn evaluate(
         &self,
         spec: &ToolSpec,
@@ -166,6 +166,13 @@ impl GatePolicy {
                 why: format!("{name} removes or overwrites files (always asks)"),
             };
         }
+        // A shell command line cannot be judged by its words (`ls; rm -rf x`), so no read-only
+        // list or allow rule lets it through.
+        if args.get("shell").and_then(Value::as_bool) == Some(true) {
+            return Verdict::Ask {
+                why: format!("{name} runs a shell command line (always asks)"),
+            };
+        }
         if let Some(rule) = self.rules.find(RuleKind::Ask, name, &subject) {
             return Verdict::Ask {
                 why: format!("the rule `{}` asks for it", rule.text),
@@ -191,7 +198,15 @@ impl GatePolicy {
                     .get("network")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                is_read_only_command(&argv, network, &self.read_only_commands)
+                // Variables such as LD_PRELOAD or GIT_EXTERNAL_DIFF make a listed command run
+                // other code, and passing a secret through is a decision for the user.
+                let sets_env = ["env", "pass_env"].iter().any(|key| match args.get(*key) {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Object(map)) => !map.is_empty(),
+                    Some(Value::Array(items)) => !items.is_empty(),
+                    Some(_) => true,
+                });
+                !sets_env && is_read_only_command(&argv, network, &self.read_only_commands)
             }
             Gate::Ask | Gate::Destructive => false,
         };

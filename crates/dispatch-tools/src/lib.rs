@@ -9,6 +9,7 @@ use serde_json::Value;
 pub mod files;
 pub mod math;
 pub mod planning;
+pub mod shell;
 #[cfg(test)]
 mod test_support;
 
@@ -50,6 +51,8 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(files::FileHistoryTool::new()))?;
     registry.register(std::sync::Arc::new(files::ReadFiles::new()))?;
     registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
+    registry.register(std::sync::Arc::new(shell::RunCommand::new()))?;
+    registry.register(std::sync::Arc::new(shell::BackgroundCommand::new()))?;
     Ok(registry)
 }
 

@@ -444,6 +444,131 @@ async fn network_sensitive_paths_and_git_output_flags_make_a_command_ask() {
     );
 }
 
+fn shell_cmd_spec() -> ToolSpec {
+    ToolSpec::new(
+        "cmd",
+        "test command tool",
+        json!({"type": "object", "properties": {
+            "argv": {"type": "array", "items": {"type": "string"}},
+            "shell": {"type": "boolean"},
+            "env": {"type": "object"},
+            "pass_env": {"type": "array", "items": {"type": "string"}}
+        }}),
+    )
+    .effect(dispatch_engine::Effect::Pure)
+    .gate(Gate::AskUnlessReadOnlyCommand)
+}
+
+#[tokio::test]
+async fn a_shell_command_line_always_asks_unless_the_run_or_turn_allows_all() {
+    let c = Scripted::decline(None);
+    let fx = fixture()
+        .tool(TestTool::new(shell_cmd_spec(), Behaviour::Echo))
+        // Neither an allow rule nor the read-only list lets a shell line through.
+        .rules("allow cmd\n")
+        .confirmer(c.clone())
+        .build();
+    fx.mark_all("s").await;
+    let calls = vec![
+        wrapped(
+            "sh",
+            "cmd",
+            json!({"argv": ["ls; rm -rf x"], "shell": true}),
+        ),
+        wrapped("sh-ls", "cmd", json!({"argv": ["ls"], "shell": true})),
+        wrapped("no-sh", "cmd", json!({"argv": ["ls"], "shell": false})),
+        wrapped("plain", "cmd", json!({"argv": ["touch", "x"]})),
+    ];
+    let out = fx.run("s", "r1", calls.clone()).await;
+    assert_eq!(
+        statuses(&out),
+        ids_with(&[
+            ("sh", Status::Declined),
+            ("sh-ls", Status::Declined),
+            ("no-sh", Status::Ok),
+            ("plain", Status::Ok),
+        ])
+    );
+    assert_eq!(asked_ids(&c), vec!["sh", "sh-ls"]);
+    assert_eq!(
+        event_text(&out, "ToolConfirm", "sh"),
+        "cmd runs a shell command line (always asks)"
+    );
+    // An allow-all run does not ask.
+    let mut req = RoundRequest::new("s", "r2", Provider::OpenAi, calls[..2].to_vec());
+    req.allow_all = true;
+    let out = fx.request(req).await;
+    assert_eq!(
+        statuses(&out),
+        ids_with(&[("sh", Status::Ok), ("sh-ls", Status::Ok)])
+    );
+    assert_eq!(asked_ids(&c).len(), 2);
+
+    // Allow for this turn: asked once, then shell lines run for the rest of the run.
+    let c = reply(true, false, true);
+    let fx = fixture()
+        .tool(TestTool::new(shell_cmd_spec(), Behaviour::Echo))
+        .confirmer(c.clone())
+        .build();
+    fx.mark_all("s").await;
+    let out = fx.run("s", "r", calls[..2].to_vec()).await;
+    assert_eq!(
+        statuses(&out),
+        ids_with(&[("sh", Status::Ok), ("sh-ls", Status::Ok)])
+    );
+    assert_eq!(asked_ids(&c), vec!["sh"]);
+}
+
+#[tokio::test]
+async fn a_read_only_command_that_sets_or_passes_environment_variables_asks() {
+    let c = Scripted::decline(None);
+    let fx = fixture()
+        .tool(TestTool::new(shell_cmd_spec(), Behaviour::Echo))
+        .confirmer(c.clone())
+        .build();
+    fx.mark_all("s").await;
+    let out = fx
+        .run(
+            "s",
+            "r",
+            vec![
+                wrapped(
+                    "preload",
+                    "cmd",
+                    json!({"argv": ["ls"], "env": {"LD_PRELOAD": "./evil.so"}}),
+                ),
+                wrapped(
+                    "differ",
+                    "cmd",
+                    json!({"argv": ["git", "diff"], "env": {"GIT_EXTERNAL_DIFF": "./x"}}),
+                ),
+                wrapped(
+                    "pass",
+                    "cmd",
+                    json!({"argv": ["cat", "/proc/self/environ"], "pass_env": ["AWS_*"]}),
+                ),
+                wrapped(
+                    "empty",
+                    "cmd",
+                    json!({"argv": ["ls"], "env": {}, "pass_env": []}),
+                ),
+                wrapped("bare", "cmd", json!({"argv": ["ls"]})),
+            ],
+        )
+        .await;
+    assert_eq!(
+        statuses(&out),
+        ids_with(&[
+            ("preload", Status::Declined),
+            ("differ", Status::Declined),
+            ("pass", Status::Declined),
+            ("empty", Status::Ok),
+            ("bare", Status::Ok),
+        ])
+    );
+    assert_eq!(asked_ids(&c), vec!["preload", "differ", "pass"]);
+}
+
 #[tokio::test]
 async fn allow_rules_match_the_tool_and_a_glob_over_the_canonical_args() {
     let fx = fixture()

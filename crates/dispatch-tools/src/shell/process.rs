@@ -1,0 +1,833 @@
+//! Starting a command and stopping it together with everything it started, shared by
+//! run_command and background_command.
+//!
+//! Why a process group: a command's children (a build's compilers, `cmd &`, a test runner's
+//! workers) outlive it when only the command is killed, keep its output pipes open and keep
+//! changing files. Every command therefore leads its own process group, and stopping it signals
+//! the whole group: SIGTERM, a short grace, then SIGKILL for whatever ignored it. If the call is
+//! dropped instead of finishing (the engine's timeout or a cancelled round), [`Group`]'s `Drop`
+//! does the same from a helper thread.
+//!
+//! Why a scrubbed environment: the dispatcher's own environment often holds API keys and
+//! tokens, and a command's output goes back to the model. Variables that look like secrets are
+//! withheld unless the call names them in `pass_env`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use dispatch_engine::{ToolContext, ToolError};
+use rustix::process::{Pid, Signal};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStderr, ChildStdout};
+
+use crate::files::confine::Confinement;
+
+/// Most argv items.
+pub const MAX_ARGV_ITEMS: usize = 256;
+/// Longest single argv item, in bytes.
+pub const MAX_ARG_BYTES: usize = 32 * 1024;
+/// Most bytes of all argv items together.
+pub const MAX_ARGV_BYTES: usize = 256 * 1024;
+/// Most variables in `env`, and most names in `pass_env`.
+pub const MAX_ENV_ITEMS: usize = 64;
+/// Longest variable name.
+pub const MAX_ENV_NAME_BYTES: usize = 128;
+/// Longest value of a variable set through `env`.
+pub const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
+/// How long a process group has between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// The command-line arguments run_command and background_command share, as sent.
+pub struct CommandArgs<'a> {
+    pub argv: &'a [String],
+    pub cwd: Option<&'a str>,
+    pub shell: bool,
+    pub env: Option<&'a BTreeMap<String, String>>,
+    pub pass_env: Option<&'a [String]>,
+}
+
+/// A checked command, ready to spawn.
+#[derive(Debug)]
+pub struct Prepared {
+    program: OsString,
+    args: Vec<String>,
+    pub cwd: PathBuf,
+    /// The working directory relative to the work directory, for messages.
+    pub cwd_display: String,
+    env: Vec<(OsString, OsString)>,
+    /// Inherited variables withheld because they look like secrets (names only).
+    pub withheld: Vec<String>,
+    /// The command as the model wrote it, clipped, for messages.
+    pub display: String,
+}
+
+/// Check the arguments, confine the working directory and build the environment.
+/// `parent_env` is what the command would inherit.
+pub fn prepare(
+    cx: &ToolContext,
+    args: CommandArgs<'_>,
+    parent_env: &[(OsString, OsString)],
+) -> Result<Prepared, ToolError> {
+    check_argv(args.argv, args.shell)?;
+    let extra = check_env(args.env)?;
+    let pass = check_pass_env(args.pass_env)?;
+    let confinement = Confinement::for_call(cx)?;
+    let cwd = match args.cwd.map(str::trim) {
+        None | Some("") | Some(".") => confinement.root().to_path_buf(),
+        Some(raw) => confinement
+            .resolve(raw)
+            .map_err(|e| ToolError::failed(format!("cwd: {e}")))?,
+    };
+    let cwd_display = confinement.display(&cwd).into_owned();
+    match std::fs::metadata(&cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(ToolError::failed(format!(
+                "cwd {cwd_display:?} is a file, not a directory; give a directory inside the work directory or omit cwd"
+            )));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(ToolError::failed(format!(
+                "cwd {cwd_display:?} does not exist; create it first (for example with [\"mkdir\", \"-p\", {cwd_display:?}]) or omit cwd to run in the work directory"
+            )));
+        }
+        Err(e) => {
+            return Err(ToolError::failed(format!(
+                "cwd {cwd_display:?} cannot be used: {e}"
+            )));
+        }
+    }
+
+    let (program, rest): (OsString, Vec<String>) = if args.shell {
+        let line = args.argv.first().cloned().unwrap_or_default();
+        ("/bin/sh".into(), vec!["-c".to_string(), line])
+    } else {
+        let first = args.argv.first().map(String::as_str).unwrap_or_default();
+        // A relative path names a file in the command's directory, whatever directory the
+        // dispatcher itself runs in.
+        let program = if first.contains('/') && !first.starts_with('/') {
+            cwd.join(first).into_os_string()
+        } else {
+            first.into()
+        };
+        (program, args.argv.iter().skip(1).cloned().collect())
+    };
+
+    let (mut env, withheld) = child_env(parent_env, &pass);
+    for (name, value) in extra {
+        env.retain(|(n, _)| n != name.as_str());
+        env.push((name.into(), value.into()));
+    }
+    env.retain(|(n, _)| n != "PWD");
+    env.push(("PWD".into(), cwd.clone().into_os_string()));
+
+    let mut display = if args.shell {
+        format!(
+            "sh -c {:?}",
+            args.argv.first().map(String::as_str).unwrap_or("")
+        )
+    } else {
+        args.argv
+            .iter()
+            .map(|a| quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    clip(&mut display, 300);
+    Ok(Prepared {
+        program,
+        args: rest,
+        cwd,
+        cwd_display,
+        env,
+        withheld,
+        display,
+    })
+}
+
+fn check_argv(argv: &[String], shell: bool) -> Result<(), ToolError> {
+    let Some(first) = argv.first() else {
+        return Err(ToolError::failed(
+            "argv is empty; give the program and its arguments, one item each, e.g. [\"ls\", \"-la\"]",
+        ));
+    };
+    if argv.len() > MAX_ARGV_ITEMS {
+        return Err(ToolError::failed(format!(
+            "argv has {} items, over the limit of {MAX_ARGV_ITEMS}; pass long file lists through a file or a glob the program expands",
+            argv.len()
+        )));
+    }
+    let mut total = 0;
+    for (i, arg) in argv.iter().enumerate() {
+        if arg.len() > MAX_ARG_BYTES {
+            return Err(ToolError::failed(format!(
+                "argv[{i}] is {} bytes, over the limit of {MAX_ARG_BYTES}; write long input to a file (or send it as stdin) and pass its path",
+                arg.len()
+            )));
+        }
+        if arg.contains('\0') {
+            return Err(ToolError::failed(format!(
+                "argv[{i}] contains a NUL byte, which no program can receive; remove it"
+            )));
+        }
+        total += arg.len();
+    }
+    if total > MAX_ARGV_BYTES {
+        return Err(ToolError::failed(format!(
+            "argv totals {total} bytes, over the limit of {MAX_ARGV_BYTES}; write long input to a file and pass its path"
+        )));
+    }
+    if shell {
+        if argv.len() != 1 {
+            return Err(ToolError::failed(format!(
+                "with shell=true, argv must be exactly one string (the command line for sh -c), got {} items; join them into one line or drop shell and pass the words as argv",
+                argv.len()
+            )));
+        }
+        if first.trim().is_empty() {
+            return Err(ToolError::failed(
+                "the shell command line is empty; give the command to run",
+            ));
+        }
+        return Ok(());
+    }
+    if first.trim().is_empty() {
+        return Err(ToolError::failed(
+            "argv[0] is empty; it must name the program to run, e.g. [\"ls\", \"-la\"]",
+        ));
+    }
+    // A path may hold spaces (`./my script.sh`); a bare word with spaces is a command line.
+    let is_path = first.starts_with('/') || first.starts_with("./") || first.starts_with("../");
+    if first.trim() != first || (first.contains(char::is_whitespace) && !is_path) {
+        let words: Vec<&str> = first.split_whitespace().collect();
+        return Err(ToolError::failed(format!(
+            "argv[0] {first:?} contains spaces, but no shell splits it: pass each word as its own item, e.g. {words:?} (or set shell=true for a shell command line, which always asks the user)"
+        )));
+    }
+    Ok(())
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn check_env(env: Option<&BTreeMap<String, String>>) -> Result<Vec<(String, String)>, ToolError> {
+    let Some(env) = env else {
+        return Ok(Vec::new());
+    };
+    if env.len() > MAX_ENV_ITEMS {
+        return Err(ToolError::failed(format!(
+            "env has {} variables, over the limit of {MAX_ENV_ITEMS}",
+            env.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(env.len());
+    for (name, value) in env {
+        if name.len() > MAX_ENV_NAME_BYTES || !valid_env_name(name) {
+            let mut shown = name.clone();
+            clip(&mut shown, 60);
+            return Err(ToolError::failed(format!(
+                "env name {shown:?} is not a valid variable name: use letters, digits and _ (not starting with a digit), at most {MAX_ENV_NAME_BYTES} bytes"
+            )));
+        }
+        if value.len() > MAX_ENV_VALUE_BYTES {
+            return Err(ToolError::failed(format!(
+                "env {name} is {} bytes, over the limit of {MAX_ENV_VALUE_BYTES}; put long values in a file",
+                value.len()
+            )));
+        }
+        if value.contains('\0') {
+            return Err(ToolError::failed(format!(
+                "env {name} contains a NUL byte, which no program can receive; remove it"
+            )));
+        }
+        out.push((name.clone(), value.clone()));
+    }
+    Ok(out)
+}
+
+/// A `pass_env` entry: a variable name, or a prefix ending in `*` (`AWS_*`).
+#[derive(Debug)]
+pub struct PassName {
+    name: String,
+    prefix: bool,
+}
+
+impl PassName {
+    fn matches(&self, name: &str) -> bool {
+        if self.prefix {
+            name.starts_with(&self.name)
+        } else {
+            name == self.name
+        }
+    }
+}
+
+fn check_pass_env(pass: Option<&[String]>) -> Result<Vec<PassName>, ToolError> {
+    let Some(pass) = pass else {
+        return Ok(Vec::new());
+    };
+    if pass.len() > MAX_ENV_ITEMS {
+        return Err(ToolError::failed(format!(
+            "pass_env has {} names, over the limit of {MAX_ENV_ITEMS}; a prefix such as \"AWS_*\" covers a family",
+            pass.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(pass.len());
+    for entry in pass {
+        let (name, prefix) = match entry.strip_suffix('*') {
+            Some(stem) => (stem, true),
+            None => (entry.as_str(), false),
+        };
+        // A bare `*` or a one-letter prefix would pass every secret at once.
+        let too_broad = prefix && name.len() < 2;
+        if too_broad || name.len() > MAX_ENV_NAME_BYTES || !valid_env_name(name) {
+            let mut shown = entry.clone();
+            clip(&mut shown, 60);
+            return Err(ToolError::failed(format!(
+                "pass_env entry {shown:?} is not a variable name or a prefix like \"AWS_*\" (at least 2 characters before the *)"
+            )));
+        }
+        out.push(PassName {
+            name: name.to_string(),
+            prefix,
+        });
+    }
+    Ok(out)
+}
+
+/// Words of a variable name that mark it as a secret (the name is split at `_`).
+const SECRET_WORDS: &[&str] = &["KEY", "KEYS", "AUTH", "PASS", "PAT", "PW", "PWD"];
+/// Fragments anywhere in a name that mark it as a secret.
+const SECRET_FRAGMENTS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "APIKEY",
+    "ACCESSKEY",
+    "PRIVATEKEY",
+    "COOKIE",
+];
+/// Prefixes of whole families of credentials.
+const SECRET_PREFIXES: &[&str] = &["AWS_", "AZURE_", "GCP_", "GOOGLE_"];
+/// Variables that match a rule above but hold no secret and that programs rely on.
+const NOT_SECRET: &[&str] = &["PWD", "OLDPWD"];
+
+/// True when an inherited variable looks like it holds a secret: by its name (case-insensitive)
+/// or because its value is a URL carrying a user or password (`https://u:p@host`).
+pub fn looks_secret(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if NOT_SECRET.contains(&upper.as_str()) {
+        return false;
+    }
+    upper.split('_').any(|word| SECRET_WORDS.contains(&word))
+        || SECRET_FRAGMENTS.iter().any(|f| upper.contains(f))
+        || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || url_with_userinfo(value)
+}
+
+fn url_with_userinfo(value: &str) -> bool {
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    scheme_ok && authority.contains('@')
+}
+
+/// The environment a command gets: `parent` without the variables that look like secrets
+/// (unless `pass` names them), and the withheld names, sorted.
+pub fn child_env(
+    parent: &[(OsString, OsString)],
+    pass: &[PassName],
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let mut kept = Vec::with_capacity(parent.len());
+    let mut withheld = Vec::new();
+    for (name, value) in parent {
+        let name_text = name.to_string_lossy();
+        let secret = looks_secret(&name_text, &value.to_string_lossy());
+        if secret && !pass.iter().any(|p| p.matches(&name_text)) {
+            withheld.push(name_text.into_owned());
+        } else {
+            kept.push((name.clone(), value.clone()));
+        }
+    }
+    withheld.sort();
+    (kept, withheld)
+}
+
+/// This process's environment, which commands inherit (scrubbed) by default.
+pub fn process_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os().collect()
+}
+
+/// Start the command in its own process group. Its stdout and stderr are piped; stdin is piped
+/// when `stdin` is true, otherwise it reads nothing (`/dev/null`).
+pub fn spawn(prepared: &Prepared, stdin: bool) -> Result<(Child, Group), ToolError> {
+    let mut command = tokio::process::Command::new(&prepared.program);
+    command
+        .args(&prepared.args)
+        .current_dir(&prepared.cwd)
+        .env_clear()
+        .envs(prepared.env.iter().map(|(k, v)| (k, v)))
+        .process_group(0)
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // The group is stopped by `Group`, not just the leader.
+        .kill_on_drop(false);
+    let child = command.spawn().map_err(|e| spawn_error(&e, prepared))?;
+    let group = Group::new(child.id());
+    Ok((child, group))
+}
+
+fn spawn_error(e: &io::Error, prepared: &Prepared) -> ToolError {
+    let program = prepared.program.to_string_lossy();
+    let message = match e.kind() {
+        io::ErrorKind::NotFound if program.contains('/') => format!(
+            "cannot run {program:?}: no such file. Check the path (relative paths start in cwd {:?}) or list the directory first",
+            prepared.cwd_display
+        ),
+        io::ErrorKind::NotFound => format!(
+            "command not found: {program:?} is not on PATH. Check the spelling, give its path (e.g. \"./{program}\" for a script in cwd), or install it first"
+        ),
+        io::ErrorKind::PermissionDenied => format!(
+            "cannot run {program:?}: permission denied (not executable, or a directory). Make it executable with [\"chmod\", \"+x\", \"{program}\"] or run it through its interpreter, e.g. [\"sh\", \"{program}\"]"
+        ),
+        // ENOEXEC: a file without a #! line or for another machine.
+        _ if e.raw_os_error() == Some(8) => format!(
+            "cannot run {program:?}: not an executable format (a script without a #! line?). Run it through its interpreter, e.g. [\"sh\", \"{program}\"] or [\"python3\", \"{program}\"]"
+        ),
+        _ => format!("cannot start {program:?}: {e}"),
+    };
+    ToolError::failed(message)
+}
+
+/// The process group of a running command. Dropping it while armed stops the group.
+pub struct Group {
+    pgid: Option<Pid>,
+}
+
+/// How a group ended when it was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Nothing was left in the group.
+    Empty,
+    /// Everything left ended after SIGTERM.
+    Terminated,
+    /// Something ignored SIGTERM for the whole grace and got SIGKILL.
+    Killed,
+}
+
+impl Group {
+    fn new(pid: Option<u32>) -> Group {
+        let pgid = pid
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(Pid::from_raw)
+            .filter(|p| safe_target(*p));
+        Group { pgid }
+    }
+
+    /// The group id (the command's pid) while the group is armed.
+    pub fn id(&self) -> Option<i32> {
+        self.pgid.map(Pid::as_raw_pid)
+    }
+
+    /// SIGTERM the group, wait up to [`GRACE`] for it to empty (reaping `child`, the leader,
+    /// so it does not linger as a zombie member), then SIGKILL what is left. Disarms the guard.
+    pub async fn stop(&mut self, child: &mut Child) -> Stopped {
+        let Some(pgid) = self.pgid else {
+            return Stopped::Empty;
+        };
+        if !signal(pgid, Signal::TERM) {
+            self.pgid = None;
+            let _ = child.try_wait();
+            return Stopped::Empty;
+        }
+        let deadline = Instant::now() + GRACE;
+        loop {
+            let _ = child.try_wait();
+            if !alive(pgid) {
+                self.pgid = None;
+                return Stopped::Terminated;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        signal(pgid, Signal::KILL);
+        self.pgid = None;
+        let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+        Stopped::Killed
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            stop_in_background(pgid);
+        }
+    }
+}
+
+/// Never signal pid 1 (`kill(-1)` reaches every process) or our own group.
+fn safe_target(pgid: Pid) -> bool {
+    pgid.as_raw_pid() > 1 && pgid != rustix::process::getpgrp() && pgid != rustix::process::getpid()
+}
+
+/// Signal every process in the group; false when the group no longer exists.
+fn signal(pgid: Pid, sig: Signal) -> bool {
+    if !safe_target(pgid) {
+        return false;
+    }
+    match rustix::process::kill_process_group(pgid, sig) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+fn alive(pgid: Pid) -> bool {
+    match rustix::process::test_kill_process_group(pgid) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// Stop a group without awaiting: SIGTERM now, SIGKILL from a helper thread after the grace.
+pub fn stop_in_background(pgid: Pid) {
+    if !signal(pgid, Signal::TERM) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("tooldispatch-kill".into())
+        .spawn(move || {
+            let deadline = Instant::now() + GRACE;
+            while Instant::now() < deadline {
+                if !alive(pgid) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            signal(pgid, Signal::KILL);
+        });
+    if spawned.is_err() {
+        signal(pgid, Signal::KILL);
+    }
+}
+
+/// Stop several groups at once, blocking for at most `grace` (shutdown of the job table).
+pub fn stop_all_blocking(pgids: &[i32], grace: Duration) {
+    let pgids: Vec<Pid> = pgids
+        .iter()
+        .filter_map(|p| Pid::from_raw(*p))
+        .filter(|p| signal(*p, Signal::TERM))
+        .collect();
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && pgids.iter().any(|p| alive(*p)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pgid in pgids {
+        signal(pgid, Signal::KILL);
+    }
+}
+
+/// Which output stream a chunk came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Size of one read from a pipe.
+const CHUNK: usize = 64 * 1024;
+
+/// The command's stdout and stderr, read chunk by chunk as either has data.
+pub struct Pipes {
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    buf_out: Vec<u8>,
+    buf_err: Vec<u8>,
+}
+
+impl Pipes {
+    pub fn take(child: &mut Child) -> Pipes {
+        Pipes {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            buf_out: vec![0; CHUNK],
+            buf_err: vec![0; CHUNK],
+        }
+    }
+
+    /// Both pipes reached end of file (or were abandoned).
+    pub fn done(&self) -> bool {
+        self.stdout.is_none() && self.stderr.is_none()
+    }
+
+    /// Stop reading: a process outside the group still holds the pipes.
+    pub fn abandon(&mut self) {
+        self.stdout = None;
+        self.stderr = None;
+    }
+
+    /// The next chunk from either pipe; an empty chunk means that pipe closed. Cancel-safe:
+    /// nothing is read unless the chunk is returned. Never resolves once both are closed.
+    pub async fn next(&mut self) -> (Stream, &[u8]) {
+        let (stream, read) = tokio::select! {
+            r = read_some(&mut self.stdout, &mut self.buf_out) => (Stream::Stdout, r),
+            r = read_some(&mut self.stderr, &mut self.buf_err) => (Stream::Stderr, r),
+        };
+        // A read error ends that stream like EOF would.
+        let n: usize = read.unwrap_or_default();
+        if n == 0 {
+            match stream {
+                Stream::Stdout => self.stdout = None,
+                Stream::Stderr => self.stderr = None,
+            }
+        }
+        let buf = match stream {
+            Stream::Stdout => &self.buf_out,
+            Stream::Stderr => &self.buf_err,
+        };
+        (stream, buf.get(..n).unwrap_or_default())
+    }
+}
+
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `exit code N` or `killed by signal N (SIGNAME)`.
+pub fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exit code {code}");
+    }
+    match status.signal() {
+        Some(sig) => {
+            let name = match sig {
+                1 => " (SIGHUP)",
+                2 => " (SIGINT)",
+                3 => " (SIGQUIT)",
+                4 => " (SIGILL)",
+                6 => " (SIGABRT)",
+                7 => " (SIGBUS)",
+                8 => " (SIGFPE)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                13 => " (SIGPIPE)",
+                14 => " (SIGALRM)",
+                15 => " (SIGTERM)",
+                _ => "",
+            };
+            format!("killed by signal {sig}{name}")
+        }
+        None => format!("ended with status {status}"),
+    }
+}
+
+/// A directory inside the data directory for this session's command files.
+pub fn session_dir(cx: &ToolContext, kind: &str) -> Option<PathBuf> {
+    let data = cx.data_dir.as_deref()?;
+    Some(
+        data.join("sessions")
+            .join(safe_component(&cx.session_id))
+            .join(kind),
+    )
+}
+
+/// An id from the model or the caller reduced to a safe file-name part plus a hash of the
+/// whole id, the way the engine names its spill files: no path tricks, no collisions.
+pub fn safe_component(id: &str) -> String {
+    let prefix: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(32)
+        .collect();
+    let hash = blake3::hash(id.as_bytes()).to_hex();
+    format!("{prefix}-{}", &hash[..12])
+}
+
+/// Create `dir` (and its parents) readable by the user only.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Quote an argument for display when it is not a plain word.
+fn quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("{arg:?}")
+    }
+}
+
+/// Cut `text` to at most `max` bytes on a char boundary, marking the cut.
+pub fn clip(text: &mut String, max: usize) {
+    if text.len() <= max {
+        return;
+    }
+    let mut cut = max;
+    while cut > 0 && !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push('…');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<String> {
+        env.iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn secret_looking_names_are_withheld_and_ordinary_ones_kept() {
+        let parent = env(&[
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("PWD", "/w"),
+            ("KEYBOARD_LAYOUT", "us"),
+            ("GIT_AUTHOR_NAME", "A"),
+            ("MONKEY_COUNT", "3"),
+            ("LANG", "C.UTF-8"),
+            ("MY_API_TOKEN", "t"),
+            ("GITHUB_TOKEN", "t"),
+            ("OPENAI_API_KEY", "k"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("AWS_ACCESS_KEY_ID", "a"),
+            ("AWS_REGION", "eu"),
+            ("DB_PASSWORD", "p"),
+            ("db_pass", "p"),
+            ("CLIENT_SECRET", "s"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", "/c.json"),
+            ("SSH_AUTH_SOCK", "/tmp/agent"),
+            ("NPM_CONFIG__AUTH", "x"),
+            ("STRIPE_KEY", "k"),
+            ("SIGNING_KEYS", "k"),
+            ("DATABASE_URL", "postgres://user:pw@db/x"),
+            ("PROXY_URL", "http://proxy:3128"),
+            ("GH_PAT", "p"),
+        ]);
+        let (kept, withheld) = child_env(&parent, &[]);
+        assert_eq!(
+            names(&kept),
+            [
+                "PATH",
+                "HOME",
+                "PWD",
+                "KEYBOARD_LAYOUT",
+                "GIT_AUTHOR_NAME",
+                "MONKEY_COUNT",
+                "LANG",
+                "PROXY_URL"
+            ]
+        );
+        assert_eq!(
+            withheld,
+            [
+                "ANTHROPIC_API_KEY",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_REGION",
+                "CLIENT_SECRET",
+                "DATABASE_URL",
+                "DB_PASSWORD",
+                "GH_PAT",
+                "GITHUB_TOKEN",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "MY_API_TOKEN",
+                "NPM_CONFIG__AUTH",
+                "OPENAI_API_KEY",
+                "SIGNING_KEYS",
+                "SSH_AUTH_SOCK",
+                "STRIPE_KEY",
+                "db_pass",
+            ]
+        );
+    }
+
+    #[test]
+    fn pass_env_lets_named_secrets_and_prefixes_through() {
+        let parent = env(&[
+            ("GITHUB_TOKEN", "t"),
+            ("AWS_ACCESS_KEY_ID", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("NPM_TOKEN", "n"),
+        ]);
+        let pass =
+            check_pass_env(Some(&["GITHUB_TOKEN".to_string(), "AWS_*".to_string()])).unwrap();
+        let (kept, withheld) = child_env(&parent, &pass);
+        assert_eq!(
+            names(&kept),
+            ["GITHUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+        );
+        assert_eq!(withheld, ["NPM_TOKEN"]);
+    }
+
+    #[test]
+    fn over_broad_or_malformed_pass_env_entries_are_refused() {
+        for bad in ["*", "A*", "1ABC", "A-B", "", "A B", "X*Y"] {
+            let err = check_pass_env(Some(&[bad.to_string()]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("pass_env entry"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn urls_carrying_credentials_are_recognised() {
+        assert!(url_with_userinfo("https://tok@github.com/x"));
+        assert!(url_with_userinfo("redis://:pw@127.0.0.1:6379/0"));
+        assert!(!url_with_userinfo("https://example.com/a@b"));
+        assert!(!url_with_userinfo("mail me@x"));
+        assert!(!url_with_userinfo("://@"));
+    }
+
+    #[test]
+    fn signals_never_reach_init_or_our_own_group() {
+        assert!(!safe_target(Pid::from_raw(1).unwrap()));
+        assert!(!safe_target(rustix::process::getpgrp()));
+        assert!(!safe_target(rustix::process::getpid()));
+        assert_eq!(Group::new(Some(1)).id(), None);
+        assert_eq!(Group::new(Some(0)).id(), None);
+        assert_eq!(Group::new(Some(u32::MAX)).id(), None);
+    }
+}
