@@ -48,7 +48,7 @@ fn quick_start_select_then_run_tool_calculates_in_openai_format() {
                 }
             }],
             "query": "select:calculate",
-            "total_tools": 5
+            "total_tools": 13
         })
     );
 
@@ -406,7 +406,7 @@ fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
         json!({
             "tools": core.map(|n| declared(n, Provider::OpenAi, false)),
             "turn_context": format!(
-                "Work directory: {}\nTools (call through run_tool): calculate, reasoning_guide, write_todo",
+                "Work directory: {}\nTools (call through run_tool): background_command, calculate, edit_file, file_history, find_files, read_files, reasoning_guide, remove_file, restore_file, run_command, write_todo",
                 td.workdir().display()
             )
         })
@@ -426,12 +426,24 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
     );
     let after = td.tools("s", &cc);
     let cc_tools = |calculate_stub: bool| {
-        json!([
-            declared("calculate", Provider::ClaudeCode, calculate_stub),
-            declared("find_tools", Provider::ClaudeCode, false),
-            declared("reasoning_guide", Provider::ClaudeCode, true),
-            declared("write_todo", Provider::ClaudeCode, true),
-        ])
+        let mut tools = vec![declared("calculate", Provider::ClaudeCode, calculate_stub)];
+        for name in [
+            "background_command",
+            "edit_file",
+            "file_history",
+            "find_files",
+            "find_tools",
+            "read_files",
+            "reasoning_guide",
+            "remove_file",
+            "restore_file",
+            "run_command",
+            "write_todo",
+        ] {
+            tools.push(declared(name, Provider::ClaudeCode, name != "find_tools"));
+        }
+        tools.sort_by_key(|t| t["name"].as_str().unwrap_or_default().to_string());
+        Value::Array(tools)
     };
     // claude-code calls every tool directly: no run_tool, so no deferred listing.
     let context = format!("Work directory: {}", td.workdir().display());

@@ -1,0 +1,144 @@
+//! Exactly-once across a crash (DESIGN §4.7): a `tooldispatch round` process killed with
+//! SIGKILL in the middle of a mutating call; the next process reports the call as
+//! interrupted, keeps the transcript before it, and never runs it again.
+
+use std::time::{Duration, Instant};
+
+use dispatch_store::SessionStore;
+use serde_json::json;
+
+use super::support::*;
+
+/// Kill whatever the killed round left running (the command runs in its own process group,
+/// which outlives the tooldispatch process).
+struct KillOnDrop(std::path::PathBuf);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string(&self.0) {
+            for pid in text
+                .split_whitespace()
+                .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            {
+                // The shell leads its own process group (run_command's): kill the whole group.
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", "--", &format!("-{pid}")])
+                    .status();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_round_killed_mid_write_reports_the_call_interrupted_and_never_reruns_it() {
+    let td = Td::new();
+    let marker = td.workdir().join("started.txt");
+    let _cleanup = KillOnDrop(marker.clone());
+
+    // Round 1 of run r1 commits normally: the transcript has something before the crash.
+    td.round("s", "r1", &[], &select("c1", "calculate,run_command"));
+
+    // Round 2 runs a slow mutating command; the process dies while it runs.
+    // The sleep starts before the line is written, so the group to kill is complete by then.
+    let script = "sleep 30 & echo $$ >> started.txt; wait";
+    let reply = openai(&[(
+        "w1",
+        "run_tool",
+        run_tool("run_command", json!({"argv": ["sh", "-c", script]})),
+    )]);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tooldispatch"))
+        .args([
+            "round",
+            "--session",
+            "s",
+            "--run",
+            "r1",
+            "--approve",
+            "all",
+            "--workdir",
+        ])
+        .arg(td.workdir())
+        .arg("--store")
+        .arg(format!("sqlite:{}", td.store_path().display()))
+        .env("XDG_DATA_HOME", td.data_dir())
+        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
+        .env_remove("TOOLDISPATCH_STORE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(reply.as_bytes()).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&marker).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the command never started");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the round ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup, no commit
+    child.wait().unwrap();
+
+    // A new process, a later round of the session: the call is reported, not re-run.
+    let report = td.report(
+        "s",
+        "r2",
+        &[],
+        &openai(&[(
+            "c3",
+            "run_tool",
+            run_tool("calculate", json!({"expressions": ["1+1"]})),
+        )]),
+    );
+    let interrupted = report["interrupted"]
+        .as_array()
+        .expect("an interrupted list");
+    assert_eq!(interrupted.len(), 1, "{report}");
+    assert_eq!(interrupted[0]["tool_call_id"], "w1");
+    assert_eq!(interrupted[0]["tool_name"], "run_command");
+    assert_eq!(report["results"][0]["status"], "ok", "{report}");
+
+    // Reported once: the round after that has nothing interrupted.
+    let again = td.report(
+        "s",
+        "r2",
+        &[],
+        &openai(&[(
+            "c4",
+            "run_tool",
+            run_tool("calculate", json!({"expressions": ["2+2"]})),
+        )]),
+    );
+    assert!(
+        again["interrupted"].as_array().is_none_or(|a| a.is_empty()),
+        "{again}"
+    );
+
+    // The transcript before the crash is intact, and the killed round left nothing half-written.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let transcript = runtime.block_on(async {
+        let store = dispatch_store::open(&format!("sqlite:{}", td.store_path().display())).unwrap();
+        store.transcript("s", None).await.unwrap()
+    });
+    let runs: Vec<(&str, u64)> = transcript
+        .iter()
+        .map(|e| (e.run.as_str(), e.round))
+        .collect();
+    assert!(runs.contains(&("r1", 1)), "{runs:?}");
+    assert!(
+        !runs.contains(&("r1", 2)),
+        "the killed round committed nothing: {runs:?}"
+    );
+
+    // Never re-run: the command started exactly once.
+    let starts = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(starts.lines().count(), 1, "{starts}");
+}
