@@ -33,7 +33,7 @@ fn related_errors_line(records: &[ErrorRecord]) -> String {
 use crate::events::EventKind;
 use crate::hints::next_hint;
 use crate::round::{RoundCx, Slot, SlotResult, SlotState};
-use crate::shaping::shape;
+use crate::shaping::{safe_component, shape, spill_dir};
 use crate::spec::Effect;
 use crate::status::Status;
 use crate::wire::RawCall;
@@ -286,9 +286,6 @@ impl RoundCx<'_> {
         }
     }
 
-    /// `sessions/<session>/results/r<round>-<call>.txt`. Ids come from the model and the caller,
-    /// so each is reduced to a safe prefix plus a hash of the whole id: no path tricks, no two
-    /// ids sharing a file, and a positional id (`call_1`) is not overwritten by the next round.
     /// Look up error memory for every executed failure and "no data" success (seed §8), so the
     /// commit itself stays synchronous. A lookup that fails only loses the hint.
     pub(crate) async fn recall_errors(&mut self, slots: &[Slot]) {
@@ -326,23 +323,17 @@ impl RoundCx<'_> {
         }
     }
 
+    /// `sessions/<session>/results/<run>-r<round>-<call>.txt` (each id made safe by
+    /// [`safe_component`]): a positional call id (`call_1`) is overwritten neither by the next
+    /// round nor by the next run.
     fn spill_path(&self, slot: &Slot) -> Option<PathBuf> {
         let dir = self.engine.data_dir.as_ref()?;
-        let safe = |s: &str| -> String {
-            let prefix: String = s
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-                .take(32)
-                .collect();
-            let hash = blake3::hash(s.as_bytes()).to_hex();
-            format!("{prefix}-{}", &hash[..12])
-        };
-        Some(
-            dir.join("sessions")
-                .join(safe(&self.req.session))
-                .join("results")
-                .join(format!("r{}-{}.txt", self.record.round, safe(&slot.id))),
-        )
+        Some(spill_dir(dir, &self.req.session).join(format!(
+            "{}-r{}-{}.txt",
+            safe_component(&self.req.run),
+            self.record.round,
+            safe_component(&slot.id)
+        )))
     }
 
     fn effect_of(&self, slot: &Slot) -> Effect {

@@ -113,6 +113,7 @@ impl RoundCx<'_> {
             cancel: CancellationToken::new(),
             cache: engine.result_cache.clone(),
             file_history: engine.file_history.clone(),
+            result_budget: engine.config.result_budget,
         };
         Job {
             index,

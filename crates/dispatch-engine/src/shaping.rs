@@ -6,6 +6,29 @@ use std::path::{Path, PathBuf};
 /// Default per-result budget in bytes.
 pub const DEFAULT_RESULT_BUDGET: usize = 20_000;
 
+/// An id from the model or the caller as a file-name part: a safe prefix plus a hash of the
+/// whole id, so no id can play path tricks and no two ids share a file.
+pub fn safe_component(id: &str) -> String {
+    let prefix: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(32)
+        .collect();
+    let hash = blake3::hash(id.as_bytes()).to_hex();
+    format!("{prefix}-{}", &hash[..12])
+}
+
+/// `<data>/sessions/<session>`: a session's own files (spilled results, command output).
+pub fn session_dir(data_dir: &Path, session: &str) -> PathBuf {
+    data_dir.join("sessions").join(safe_component(session))
+}
+
+/// `<data>/sessions/<session>/results`: where over-budget results are spilled. read_files may
+/// read the calling session's own directory even though it lies outside the work directory.
+pub fn spill_dir(data_dir: &Path, session: &str) -> PathBuf {
+    session_dir(data_dir, session).join("results")
+}
+
 /// Shape `text` to `budget` bytes. `spill` is where the full text may be written.
 pub fn shape(text: &str, budget: usize, spill: Option<&Path>) -> String {
     if text.len() <= budget {

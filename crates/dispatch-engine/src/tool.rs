@@ -108,6 +108,9 @@ pub struct ToolContext {
     /// restore_file); `None` when the engine has none, and then those tools refuse to change
     /// files rather than change them without a way back.
     pub file_history: Option<Arc<dyn FileHistory>>,
+    /// The bytes of result text pass 3 keeps before shaping (head, tail and error lines, the
+    /// rest spilled). A tool that can page (read_files) fits its answer to it instead.
+    pub result_budget: usize,
 }
 
 /// Names not available in a session; a trailing `*` is a prefix match.

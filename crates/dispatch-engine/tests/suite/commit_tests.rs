@@ -1152,7 +1152,7 @@ async fn an_oversized_result_is_shaped_with_the_notice_on_top_and_spilled_whole(
         .await;
     let content = &out.results[0].content;
     let notice = content.lines().next().unwrap();
-    // sessions/<safe session>-<hash>/results/r<round>-<safe call id>-<hash>.txt
+    // sessions/<safe session>-<hash>/results/<safe run>-<hash>-r<round>-<safe call>-<hash>.txt
     let spill = std::path::PathBuf::from(
         notice
             .split("full text: ")
@@ -1167,7 +1167,7 @@ async fn an_oversized_result_is_shaped_with_the_notice_on_top_and_spilled_whole(
     );
     let file_name = spill.file_name().unwrap().to_str().unwrap();
     assert!(
-        file_name.starts_with("r1-c1-") && file_name.ends_with(".txt"),
+        file_name.starts_with("r-") && file_name.contains("-r1-c1-") && file_name.ends_with(".txt"),
         "{file_name}"
     );
     #[cfg(unix)]
@@ -1208,4 +1208,16 @@ async fn an_oversized_result_is_shaped_with_the_notice_on_top_and_spilled_whole(
     assert_eq!(out.results[0].status, Status::Ok);
     assert_eq!(out.results[1].content, "[small] hello");
     assert!(!fx.path().join(".data/sessions/s/results/c2.txt").exists());
+
+    // The same call id in round 1 of another run spills to its own file: nothing overwritten.
+    let again = fx
+        .run("s", "r2", vec![wrapped("c1", "big", json!({}))])
+        .await;
+    let other = again.results[0].content.lines().next().unwrap().to_string();
+    assert!(!other.contains(&spill.display().to_string()), "{other}");
+    assert_eq!(
+        std::fs::read_to_string(&spill).unwrap(),
+        text,
+        "the first spill is intact"
+    );
 }

@@ -650,24 +650,10 @@ pub fn describe_exit(status: ExitStatus) -> String {
 /// A directory inside the data directory for this session's command files.
 pub fn session_dir(cx: &ToolContext, kind: &str) -> Option<PathBuf> {
     let data = cx.data_dir.as_deref()?;
-    Some(
-        data.join("sessions")
-            .join(safe_component(&cx.session_id))
-            .join(kind),
-    )
+    Some(dispatch_engine::shaping::session_dir(data, &cx.session_id).join(kind))
 }
 
-/// An id from the model or the caller reduced to a safe file-name part plus a hash of the
-/// whole id, the way the engine names its spill files: no path tricks, no collisions.
-pub fn safe_component(id: &str) -> String {
-    let prefix: String = id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .take(32)
-        .collect();
-    let hash = blake3::hash(id.as_bytes()).to_hex();
-    format!("{prefix}-{}", &hash[..12])
-}
+pub use dispatch_engine::shaping::safe_component;
 
 /// Create `dir` (and its parents) readable by the user only.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
