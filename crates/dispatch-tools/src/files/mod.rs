@@ -19,6 +19,8 @@ pub use remove_file::RemoveFile;
 pub use restore_file::RestoreFile;
 
 #[cfg(test)]
+mod dedupe_tests;
+#[cfg(test)]
 mod edit_tools_tests;
 #[cfg(test)]
 mod hostile_edit_tests;

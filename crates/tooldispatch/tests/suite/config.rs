@@ -106,3 +106,32 @@ fn a_mistake_in_the_config_file_is_bad_input_naming_file_key_and_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the config file"));
 }
+
+#[test]
+fn read_only_commands_from_the_config_file_run_without_asking() {
+    let td = Td::new();
+    let reply = |id: &str| {
+        openai(&[(
+            id,
+            "run_tool",
+            run_tool("run_command", json!({"argv": ["touch", "made-by-touch"]})),
+        )])
+    };
+    td.round("s", "r1", &[], &select("c0", "run_command"));
+
+    // Headless, `touch` is not read-only: declined, nothing made.
+    let out = td.report("s", "r1", &[], &reply("c1"));
+    assert_eq!(out["results"][0]["status"], "declined", "{out}");
+    assert!(!td.workdir().join("made-by-touch").exists());
+
+    // The user declares it read-only in the config file: it runs without a confirmer.
+    let config = td.file("config.toml", "[commands]\nread_only = [\"touch\"]\n");
+    let out = td.report(
+        "s",
+        "r2",
+        &["--config", config.to_str().unwrap()],
+        &reply("c2"),
+    );
+    assert_eq!(out["results"][0]["status"], "ok", "{out}");
+    assert!(td.workdir().join("made-by-touch").exists());
+}
