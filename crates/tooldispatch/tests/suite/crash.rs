@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use dispatch_store::SessionStore;
 use serde_json::json;
 
 use super::support::*;
