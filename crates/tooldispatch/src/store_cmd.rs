@@ -40,6 +40,10 @@ struct GcArgs {
     /// Drop the dedupe entries of runs whose last round is older than this many days.
     #[arg(long, default_value_t = 7)]
     older_than_days: u64,
+    /// Delete files remove_file moved to the trash more than this many days ago (their
+    /// versions can then no longer be restored).
+    #[arg(long, default_value_t = 30)]
+    trash_older_than_days: u64,
 }
 
 pub async fn run(args: StoreArgs) -> Result<(), CliError> {
@@ -64,7 +68,27 @@ pub async fn run(args: StoreArgs) -> Result<(), CliError> {
                 gc.target.store.as_deref(),
                 &Config::load(gc.target.config.as_deref())?,
             )?;
-            serde_json::to_string(&store.gc(&policy).await.map_err(failed)?)
+            let mut report = serde_json::to_value(store.gc(&policy).await.map_err(failed)?)
+                .map_err(|e| CliError::failed(format!("cannot encode the answer: {e}")))?;
+            let trash_secs = gc
+                .trash_older_than_days
+                .checked_mul(24 * 3600)
+                .ok_or_else(|| CliError::input("--trash-older-than-days is too large"))?;
+            let swept = dispatch_tools::files::write::sweep_trash(
+                &setup::data_dir(),
+                Duration::from_secs(trash_secs),
+            )
+            .map_err(|e| {
+                CliError::failed(format!(
+                    "cannot clean the trash in {}: {e}",
+                    setup::data_dir().display()
+                ))
+            })?;
+            if let Some(map) = report.as_object_mut() {
+                map.insert("trash_files_dropped".into(), swept.files.into());
+                map.insert("trash_bytes_dropped".into(), swept.bytes.into());
+            }
+            serde_json::to_string(&report)
         }
     }
     .map_err(|e| CliError::failed(format!("cannot encode the answer as JSON: {e}")))?;

@@ -212,6 +212,43 @@ pub fn trash_dir(data_dir: &Path) -> io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// What [`sweep_trash`] dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrashSweep {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// Delete trash files moved there more than `older_than` ago (by the time in their name, not
+/// their modification time, which a move keeps). The versions that point at them stay in the
+/// file history; restoring one then says its trash copy is gone. Entries that are not ours
+/// (no time prefix) are left alone.
+pub fn sweep_trash(data_dir: &Path, older_than: std::time::Duration) -> io::Result<TrashSweep> {
+    let dir = data_dir.join(TRASH_DIR);
+    let mut swept = TrashSweep::default();
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(swept),
+        Err(e) => return Err(e),
+    };
+    let cutoff = now_ms().saturating_sub(older_than.as_millis());
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let moved_ms = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|ms| ms.parse::<u128>().ok());
+        let meta = entry.metadata()?;
+        if moved_ms.is_some_and(|ms| ms < cutoff) && meta.is_file() {
+            fs::remove_file(entry.path())?;
+            swept.files += 1;
+            swept.bytes += meta.len();
+        }
+    }
+    Ok(swept)
+}
+
 /// A fresh, unused place in the trash for `original`: `<unique>-<file name>`.
 pub fn trash_slot(data_dir: &Path, original: &Path) -> io::Result<PathBuf> {
     let dir = trash_dir(data_dir)?;
@@ -524,6 +561,33 @@ mod tests {
             read_existing(&dir.path().join("none"), "none", 10)
                 .unwrap()
                 .is_none()
+        );
+    }
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_drops_old_trash_by_the_time_in_its_name_only() {
+        let data = tempfile::tempdir().unwrap();
+        let trash = trash_dir(data.path()).unwrap();
+        let old = trash.join(format!("{}-1-0-old.txt", now_ms() - 40 * 24 * 3600 * 1000));
+        std::fs::write(&old, "12345").unwrap();
+        let fresh = trash_slot(data.path(), Path::new("/w/new.txt")).unwrap();
+        std::fs::write(&fresh, "x").unwrap();
+        let foreign = trash.join("notes.txt");
+        std::fs::write(&foreign, "y").unwrap();
+
+        let swept =
+            sweep_trash(data.path(), std::time::Duration::from_secs(30 * 24 * 3600)).unwrap();
+        assert_eq!(swept, TrashSweep { files: 1, bytes: 5 });
+        assert!(!old.exists() && fresh.exists() && foreign.exists());
+        let none = tempfile::tempdir().unwrap();
+        assert_eq!(
+            sweep_trash(none.path(), std::time::Duration::ZERO).unwrap(),
+            TrashSweep::default()
         );
     }
 }

@@ -50,13 +50,49 @@ fn gc_prints_what_it_dropped() {
             "error_records_dropped": 0,
             "runs_pruned": 0,
             "dedupe_entries_dropped": 0,
-            "compacted": true
+            "compacted": true,
+            "trash_files_dropped": 0,
+            "trash_bytes_dropped": 0
         })
     );
     // With no age limit every run is old, and the calculation's dedupe entry goes.
     let report = store(&td, "gc", &["--older-than-days", "0"]);
     assert_eq!(report["runs_pruned"], json!(1), "{report}");
     assert_eq!(store(&td, "stats", &[])["dedupe_entries"], json!(0));
+}
+
+#[test]
+fn gc_empties_old_trash_and_keeps_recent_trash() {
+    let td = Td::new();
+    std::fs::write(td.workdir().join("gone.txt"), "bye").unwrap();
+    td.round("s", "r", &[], &select("c1", "remove_file"));
+    let reply = openai(&[(
+        "c2",
+        "run_tool",
+        run_tool("remove_file", json!({"path": "gone.txt"})),
+    )]);
+    let out = td.report("s", "r", &["--approve", "all"], &reply);
+    assert_eq!(out["results"][0]["status"], "ok", "{out}");
+    assert!(!td.workdir().join("gone.txt").exists());
+
+    let report = store(&td, "gc", &[]);
+    assert_eq!(
+        report["trash_files_dropped"],
+        json!(0),
+        "30 days by default: {report}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let report = store(&td, "gc", &["--trash-older-than-days", "0"]);
+    assert_eq!(
+        (
+            report["trash_files_dropped"].clone(),
+            report["trash_bytes_dropped"].clone()
+        ),
+        (json!(1), json!(3)),
+        "{report}"
+    );
+    let trash = td.data_dir().join("tooldispatch/trash");
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
 }
 
 #[test]
