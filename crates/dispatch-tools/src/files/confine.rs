@@ -155,6 +155,11 @@ fn resolve_existing_prefix(path: &Path) -> io::Result<PathBuf> {
             Component::CurDir => {}
             Component::ParentDir => {
                 resolved.pop();
+                // Back from a part that does not exist into one that may: what follows must be
+                // checked for symlinks again (`missing/../link/x` reaches through `link`).
+                if missing {
+                    missing = std::fs::symlink_metadata(&resolved).is_err();
+                }
             }
             Component::Normal(name) => {
                 resolved.push(name);
@@ -254,6 +259,23 @@ mod tests {
         std::fs::write(c.root().join("real.txt"), "r").unwrap();
         std::os::unix::fs::symlink(c.root().join("real.txt"), c.root().join("alias")).unwrap();
         assert_eq!(c.resolve("alias").unwrap(), c.root().join("real.txt"));
+    }
+
+    #[test]
+    fn a_detour_through_a_missing_directory_still_follows_links() {
+        let (_dir, c) = setup();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), c.root().join("out")).unwrap();
+        for raw in ["nope/../out/secret.txt", "a/b/../../out/new.txt", "nope/../out"] {
+            let err = c.resolve(raw).unwrap_err().to_string();
+            assert!(err.contains("outside the work directory"), "{raw}: {err}");
+        }
+        std::fs::write(c.root().join(".env"), "K=1").unwrap();
+        std::os::unix::fs::symlink(c.root().join(".env"), c.root().join("notes")).unwrap();
+        let err = c.resolve("nope/../notes").unwrap_err().to_string();
+        assert!(err.contains("credential file"), "{err}");
+        assert_eq!(c.resolve("nope/../x.txt").unwrap(), c.root().join("x.txt"));
     }
 
     #[test]
