@@ -540,8 +540,19 @@ fn replace(
             listed.join(", ")
         ));
     }
-    let mut out =
-        Vec::with_capacity(buf.len() + hits.len() * replacement.len().saturating_sub(needle.len()));
+    // The size after replacing, computed before allocating: a hostile replace_all (a 1 MiB
+    // new_string for every byte of a 2 MB file) must be refused, not abort the process.
+    let grown = hits
+        .len()
+        .checked_mul(replacement.len().saturating_sub(needle.len()))
+        .and_then(|growth| growth.checked_add(buf.len()));
+    if grown.is_none_or(|size| size > MAX_PATCH_FILE_BYTES) {
+        return Err(format!(
+            "replacing every match would make the file larger than {}",
+            human_bytes(MAX_PATCH_FILE_BYTES as u64)
+        ));
+    }
+    let mut out = Vec::with_capacity(grown.unwrap_or(buf.len()));
     let mut at = 0;
     for &hit in &hits {
         out.extend_from_slice(&buf[at..hit]);

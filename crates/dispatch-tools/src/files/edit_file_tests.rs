@@ -52,6 +52,16 @@ fn replace_all_changes_every_match() {
 }
 
 #[test]
+fn a_replace_all_that_would_explode_the_file_is_refused_before_allocating() {
+    // 2 MB of matches, each replaced by 1 MiB: 2 TB if allocated up front.
+    let original = "a".repeat(2_000_000);
+    let mut t = replace_t("a", &"b".repeat(1 << 20));
+    t.replace_all = Some(true);
+    let err = patch(&original, &[t]).unwrap_err();
+    assert!(err.contains("larger than"), "{err}");
+}
+
+#[test]
 fn insertion_rows_keep_the_final_newline_state() {
     assert_eq!(
         patch("a\nb\n", &[insert_t("top", 1)]).unwrap(),
