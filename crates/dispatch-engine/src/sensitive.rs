@@ -50,7 +50,13 @@ pub fn is_sensitive_path(path: &str) -> bool {
         .iter()
         .flat_map(|s| s.split(':'))
         .any(|part| SECRET_DIRS.iter().any(|dir| part.eq_ignore_ascii_case(dir)));
+    // A repository's config and hooks name programs git runs, even for read-only commands.
+    let git_control = segments.windows(2).any(|pair| {
+        pair[0].eq_ignore_ascii_case(".git")
+            && (pair[1].eq_ignore_ascii_case("config") || pair[1].eq_ignore_ascii_case("hooks"))
+    });
     in_secret_dir
+        || git_control
         || segments
             .last()
             .is_some_and(|base| base.split(':').any(is_secret_name))
@@ -258,11 +264,14 @@ pub fn is_read_only_command(argv: &[String], network: bool, list: &ReadOnlyComma
     let Some(bin) = program_name(program) else {
         return false;
     };
-    if args.iter().any(|arg| arg_is_sensitive(arg)) {
+    if args
+        .iter()
+        .any(|arg| arg_is_sensitive(arg) || arg_leaves_workdir(arg))
+    {
         return false;
     }
     let rest = if bin == "git" {
-        if args.iter().any(|arg| is_git_output_flag(arg)) {
+        if args.iter().any(|arg| is_git_output_flag(arg)) || git_elsewhere(argv) {
             return false;
         }
         match skip_git_global_flags(args) {
@@ -299,6 +308,31 @@ fn arg_is_sensitive(arg: &str) -> bool {
         || arg
             .split_once('=')
             .is_some_and(|(_, value)| is_sensitive_path(value))
+}
+
+/// An argument naming something outside the work directory: an absolute path (`/proc/…/environ`,
+/// `/dev/zero`, another user's files), a home path, or one that climbs out with `..`, as
+/// itself or as the value of `--opt=…`. Reading those is for the user to allow, not a list.
+fn arg_leaves_workdir(arg: &str) -> bool {
+    let leaves = |text: &str| {
+        text.starts_with('/')
+            || text.starts_with('~')
+            || text.split(['/', '\\']).any(|segment| segment == "..")
+    };
+    leaves(arg) || arg.split_once('=').is_some_and(|(_, value)| leaves(value))
+}
+
+/// Whether a git invocation reads a repository other than the work directory's own: `-C`,
+/// `--git-dir` and `--work-tree` pick one, and a repository's config can name programs that
+/// even read-only commands run (core.fsmonitor, diff.external).
+pub fn git_elsewhere(argv: &[String]) -> bool {
+    argv.first().and_then(|p| program_name(p)) == Some("git")
+        && argv[1..].iter().any(|arg| {
+            arg == "-C"
+                || arg.starts_with("--git-dir")
+                || arg.starts_with("--work-tree")
+                || arg.starts_with("--namespace")
+        })
 }
 
 fn is_git_output_flag(arg: &str) -> bool {
@@ -626,18 +660,44 @@ mod tests {
     }
 
     #[test]
-    fn git_dash_capital_c_dir_status_is_read_only() {
-        assert_eq!(read_only(&["git", "-C", "sub/dir", "status"]), true);
-        assert_eq!(read_only(&["git", "-C", "sub", "push"]), false);
+    fn git_on_another_repository_is_not_read_only() {
+        // Another repository's config can name programs even `status` runs (core.fsmonitor).
+        assert_eq!(read_only(&["git", "-C", "sub/dir", "status"]), false);
+        assert_eq!(read_only(&["git", "--git-dir=.git", "log"]), false);
+        assert_eq!(
+            read_only(&["git", "--work-tree", "w", "--git-dir=.git", "diff", "HEAD"]),
+            false
+        );
+        assert_eq!(read_only(&["git", "--no-pager", "log"]), true);
     }
 
     #[test]
-    fn git_flag_with_equals_consumes_one_item() {
-        assert_eq!(read_only(&["git", "--git-dir=.git", "log"]), true);
+    fn arguments_outside_the_work_directory_are_not_read_only() {
+        for argv in [
+            &["cat", "/proc/self/environ"][..],
+            &["cat", "/dev/zero"],
+            &["ls", "../.."],
+            &["cat", "src/../../etc/passwd"],
+            &["head", "~/notes"],
+            &["grep", "--file=/etc/hosts", "x"],
+        ] {
+            assert_eq!(read_only(argv), false, "{argv:?}");
+        }
+        assert_eq!(read_only(&["cat", "src/main.rs"]), true);
         assert_eq!(
-            read_only(&["git", "--work-tree", "w", "--git-dir=.git", "diff", "HEAD"]),
-            true
+            read_only(&["ls", "-la", "src/.."]),
+            false,
+            "`..` anywhere climbs"
         );
+    }
+
+    #[test]
+    fn a_repositorys_config_and_hooks_are_sensitive() {
+        assert!(is_sensitive_path(".git/config"));
+        assert!(is_sensitive_path("sub/.git/hooks/pre-commit"));
+        assert!(is_sensitive_path("fix/evil.git/../.GIT/Config"));
+        assert!(!is_sensitive_path(".git/HEAD"));
+        assert!(!is_sensitive_path("docs/config"));
     }
 
     #[test]

@@ -200,7 +200,11 @@ async fn open_by_url_picks_redis_without_connecting() {
     }
     // A local fallback file of the test's own: never the user's default store.
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("{}?local={}", testing::URL, dir.path().join("local.db").display());
+    let url = format!(
+        "{}?local={}",
+        testing::URL,
+        dir.path().join("local.db").display()
+    );
     let store = crate::open(&url).unwrap();
     // Only a read, of a session nobody has: the default prefix may hold real data.
     let nobody = testing::unique_prefix();

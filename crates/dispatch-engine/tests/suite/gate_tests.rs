@@ -40,7 +40,8 @@ fn cmd_spec() -> ToolSpec {
         "test command tool",
         json!({"type": "object", "properties": {
             "argv": {"type": "array", "items": {"type": "string"}},
-            "network": {"type": "boolean"}
+            "network": {"type": "boolean"},
+            "cwd": {"type": "string"}
         }}),
     )
     .effect(dispatch_engine::Effect::Pure)
@@ -390,6 +391,48 @@ async fn read_only_commands_run_without_asking() {
             ("status", Status::Ok),
             ("build", Status::Declined),
             ("rm", Status::Declined),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn listed_commands_ask_when_they_reach_outside_the_work_directory_or_another_repository() {
+    let fx = fixture()
+        .tool(TestTool::new(cmd_spec(), Behaviour::Echo))
+        .build(); // headless: whatever asks is declined
+    fx.mark_all("s").await;
+    let call = |id: &str, args: Value| wrapped(id, "cmd", args);
+    let out = fx
+        .run(
+            "s",
+            "r",
+            vec![
+                call("environ", json!({"argv": ["cat", "/proc/self/environ"]})),
+                call("zero", json!({"argv": ["cat", "/dev/zero"]})),
+                call("up", json!({"argv": ["ls", "../.."]})),
+                call(
+                    "git_c",
+                    json!({"argv": ["git", "-C", "fix/evil.git", "status"]}),
+                ),
+                call(
+                    "git_cwd",
+                    json!({"argv": ["git", "status"], "cwd": "fix/evil.git"}),
+                ),
+                call("ls_cwd", json!({"argv": ["ls"], "cwd": "src"})),
+                call("git_here", json!({"argv": ["git", "status"], "cwd": "."})),
+            ],
+        )
+        .await;
+    assert_eq!(
+        statuses(&out),
+        ids_with(&[
+            ("environ", Status::Declined),
+            ("zero", Status::Declined),
+            ("up", Status::Declined),
+            ("git_c", Status::Declined),
+            ("git_cwd", Status::Declined),
+            ("ls_cwd", Status::Ok),
+            ("git_here", Status::Ok),
         ])
     );
 }

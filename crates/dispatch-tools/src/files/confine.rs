@@ -267,7 +267,11 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
         std::os::unix::fs::symlink(outside.path(), c.root().join("out")).unwrap();
-        for raw in ["nope/../out/secret.txt", "a/b/../../out/new.txt", "nope/../out"] {
+        for raw in [
+            "nope/../out/secret.txt",
+            "a/b/../../out/new.txt",
+            "nope/../out",
+        ] {
             let err = c.resolve(raw).unwrap_err().to_string();
             assert!(err.contains("outside the work directory"), "{raw}: {err}");
         }
