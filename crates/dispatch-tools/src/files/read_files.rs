@@ -20,6 +20,15 @@
 //! failed is the call itself a failure. Every path goes through [`Confinement`]; the one
 //! exception is the call's own session's spilled results (`<data>/sessions/<id>/results/`),
 //! which the engine's shaping notice tells the model to read with this tool.
+//!
+//! The whole answer is fitted to the engine's result budget (`ToolContext::result_budget`):
+//! over it, the engine would shape the text to a head and a tail and spill it, and a page that
+//! is shaped cannot be read on from. So each file gets a share of the budget and stops at a
+//! line (row, page, slide) boundary with the offset to continue from; a file of any size is
+//! read completely by successive calls, each under budget. The shares are dealt out from the
+//! smallest file up, each an equal part of what is left, so what a small file does not use goes
+//! to the larger ones; every file is guaranteed its header, and a few lines while the budget
+//! lasts.
 
 use std::path::{Path, PathBuf};
 
@@ -30,13 +39,20 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::confine::{Confinement, MAX_PATH_BYTES};
-use super::read::{self, ImageBudget, Window, human_size};
+use super::read::{self, Bound, Budget, ImageBudget, MAX_READ_BYTES, Window};
 use crate::{parse_args, schema_of};
 
 /// Most files in one call.
 pub const MAX_FILES: usize = 64;
-/// Most text one call returns, all files together.
+/// Most text one call returns, all files together, whatever the result budget.
 pub const MAX_CALL_TEXT_BYTES: usize = 8 << 20;
+/// Part of the result budget (in percent) kept back for the engine's `[read_files] ` prefix and
+/// for a header that comes out longer than its reserve.
+const MARGIN_PERCENT: usize = 5;
+/// Room kept in a file's share for its header's summary (`lines 1-20 of 20; CRLF …`).
+const SUMMARY_RESERVE: usize = 100;
+/// The least body a file is given while the budget lasts: the marker and a few lines.
+const MIN_BODY: usize = 450;
 
 /// Read files (text, CSV/TSV, PDF, DOCX, PPTX, images).
 #[derive(Deserialize, JsonSchema)]
@@ -57,7 +73,8 @@ struct FileArg {
     /// (PDF) or slide (PPTX). Default 1.
     #[schemars(range(min = 1, max = 1_000_000_000))]
     offset: Option<u64>,
-    /// How many lines or rows (default 2000) or pages or slides (default 50) to return.
+    /// Most lines or rows (default 2000) or pages or slides (default 50) to return; the
+    /// result budget may stop the file sooner.
     #[schemars(range(min = 1, max = 100_000))]
     limit: Option<u64>,
 }
@@ -71,13 +88,15 @@ impl ReadFiles {
         ReadFiles {
             spec: ToolSpec::new(
                 "read_files",
-                "Read 1-64 files in one call. Text comes back with line numbers, 2000 lines by \
-                 default and at most 1 MiB per file; a cut-off file ends with the offset to \
-                 continue from. CSV/TSV are read by rows (header kept), PDF by page, PPTX by \
-                 slide, DOCX by line; PNG/JPEG/GIF/WebP images (up to 5 MiB) are returned as \
-                 images. Paths are relative to the work directory. A file that cannot be read \
-                 gets its own `error:` line and the others are still read. To list a directory \
-                 or search file contents use find_files.",
+                "Read 1-64 files in one call. Text comes back with line numbers. One call \
+                 returns at most the result budget of text (about 19 KB by default), shared by \
+                 its files, so a long file comes in pages: a cut-off file ends with the offset \
+                 to continue from; read fewer files per call to see more of each. CSV/TSV are \
+                 read by rows (header kept), PDF by page, PPTX by slide, DOCX by line; \
+                 PNG/JPEG/GIF/WebP images (up to 5 MiB) are returned as images. Paths are \
+                 relative to the work directory. A file that cannot be read gets its own \
+                 `error:` line and the others are still read. To list a directory or search \
+                 file contents use find_files.",
                 schema_of::<ReadFilesArgs>(),
             )
             .concurrent()
@@ -109,15 +128,29 @@ impl Tool for ReadFiles {
         }
         let confinement = Confinement::for_call(&cx)?;
         let spill = spill_dir(&cx);
+        let budget = text_budget(cx.result_budget);
         let cancel = cx.cancel.clone();
         let batch = tokio::task::spawn_blocking(move || {
             let cancelled = move || cancel.is_cancelled();
-            read_batch(&confinement, spill.as_deref(), &args.files, &cancelled)
+            read_batch(
+                &confinement,
+                spill.as_deref(),
+                &args.files,
+                budget,
+                &cancelled,
+            )
         })
         .await
         .map_err(|e| ToolError::failed(format!("read_files stopped unexpectedly: {e}")))?;
         batch.into_output()
     }
+}
+
+/// The text one call may return for a result budget: the budget less the margin, and never
+/// over [`MAX_CALL_TEXT_BYTES`].
+fn text_budget(result_budget: usize) -> usize {
+    let budget = result_budget.min(MAX_CALL_TEXT_BYTES);
+    budget - budget * MARGIN_PERCENT / 100
 }
 
 /// The outcome of one entry of the batch.
@@ -132,6 +165,24 @@ enum Entry {
         message: String,
         names_path: bool,
     },
+}
+
+impl Entry {
+    /// Bytes this entry adds to the call's text (its header, body and the blank line that
+    /// separates it from the next).
+    fn cost(&self) -> usize {
+        match self {
+            Entry::Read { label, section } => {
+                header_overhead(label) + section.summary.len() + section.body.len()
+            }
+            Entry::Failed { label, message, .. } => header_overhead(label) + message.len() + 8,
+        }
+    }
+}
+
+/// `==> {label} () <==\n` and the separating newline, without the summary.
+fn header_overhead(label: &str) -> usize {
+    label.len() + 13
 }
 
 struct Batch {
@@ -189,29 +240,50 @@ impl Batch {
     }
 }
 
+/// A file of the batch that resolved, waiting for its share of the budget.
+struct Pending {
+    /// Its place in the call.
+    index: usize,
+    path: PathBuf,
+    label: String,
+    window: Window,
+    estimate: u64,
+}
+
+impl Pending {
+    /// The section shown when the budget ran out before this file.
+    fn not_read(&self) -> Entry {
+        Entry::Read {
+            label: self.label.clone(),
+            section: read::Section {
+                summary: "not read: the result budget is used up".into(),
+                body: format!(
+                    "[not shown: the files before it used this call's result budget; read it in \
+                     another call, continue with offset={}]\n",
+                    self.window.offset
+                ),
+                image: None,
+            },
+        }
+    }
+}
+
+/// Read every file of the call within `budget` bytes of text, in call order.
 fn read_batch(
     confinement: &Confinement,
     spill: Option<&Path>,
     files: &[FileArg],
+    budget: usize,
     cancelled: &dyn Fn() -> bool,
 ) -> Batch {
-    let mut entries = Vec::with_capacity(files.len());
+    let mut entries: Vec<Option<Entry>> = files.iter().map(|_| None).collect();
     let mut paths: Vec<PathBuf> = Vec::new();
-    let mut images = ImageBudget(read::image::MAX_CALL_IMAGE_BYTES);
-    let mut text_used = 0usize;
-    for file in files {
-        if cancelled() {
-            entries.push(Entry::Failed {
-                label: file.path.clone(),
-                message: "not read: the call was cancelled".into(),
-                names_path: false,
-            });
-            continue;
-        }
+    let mut pending = Vec::with_capacity(files.len());
+    for (index, file) in files.iter().enumerate() {
         let resolved = match resolve(confinement, spill, &file.path) {
             Ok(p) => p,
             Err(e) => {
-                entries.push(Entry::Failed {
+                entries[index] = Some(Entry::Failed {
                     label: file.path.clone(),
                     message: e.to_string(),
                     names_path: true,
@@ -227,34 +299,80 @@ fn read_batch(
         } else {
             resolved.display().to_string()
         };
-        if text_used >= MAX_CALL_TEXT_BYTES {
-            entries.push(Entry::Failed {
-                label,
-                message: format!(
-                    "not read: this call already returns {} of text; read this file in another call",
-                    human_size(MAX_CALL_TEXT_BYTES as u64)
-                ),
-                names_path: false,
-            });
-            continue;
-        }
-        let window = Window {
-            offset: file.offset.unwrap_or(1).max(1),
-            limit: file.limit,
-        };
-        match read::read_path(&resolved, window, &mut images) {
-            Ok(section) => {
-                text_used += section.body.len();
-                entries.push(Entry::Read { label, section });
-            }
-            Err(message) => entries.push(Entry::Failed {
-                label,
-                message,
-                names_path: false,
-            }),
-        }
+        pending.push(Pending {
+            index,
+            estimate: read::text_estimate(&resolved),
+            path: resolved,
+            label,
+            window: Window {
+                offset: file.offset.unwrap_or(1).max(1),
+                limit: file.limit,
+            },
+        });
     }
-    Batch { entries, paths }
+    let failed: usize = entries.iter().flatten().map(Entry::cost).sum();
+    let mut remaining = budget.saturating_sub(failed);
+    // Smallest first: what a small file leaves of its share goes to the larger ones after it.
+    pending.sort_by_key(|p| p.estimate);
+    let floor = |p: &Pending| header_overhead(&p.label) + SUMMARY_RESERVE + MIN_BODY;
+    let mut floors: usize = pending.iter().map(floor).sum();
+    let mut notes: usize = pending.iter().map(|p| p.not_read().cost()).sum();
+    let shared = pending.len() > 1;
+    let mut images = ImageBudget(read::image::MAX_CALL_IMAGE_BYTES);
+    let mut read_any = false;
+    for (k, file) in pending.iter().enumerate() {
+        // While every file left can have its floor, equal parts of what is left keep it for
+        // them; past that, room is kept for the "not read" section of each file still to come.
+        let reserved = if remaining >= floors {
+            0
+        } else {
+            notes.saturating_sub(file.not_read().cost())
+        };
+        floors -= floor(file);
+        notes -= file.not_read().cost();
+        let entry = if cancelled() {
+            Entry::Failed {
+                label: file.label.clone(),
+                message: "not read: the call was cancelled".into(),
+                names_path: false,
+            }
+        } else {
+            let available = remaining.saturating_sub(reserved);
+            let header = header_overhead(&file.label) + SUMMARY_RESERVE;
+            let floor = floor(file);
+            let share = (available / (pending.len() - k)).max(floor).min(available);
+            if share < floor && read_any {
+                file.not_read()
+            } else {
+                // The first file read always gets a body, however small the budget.
+                let body = share.saturating_sub(header).max(MIN_BODY);
+                let budget = if body >= MAX_READ_BYTES {
+                    Budget::CAP
+                } else {
+                    let bound = if shared { Bound::Share } else { Bound::Result };
+                    Budget { bytes: body, bound }
+                };
+                read_any = true;
+                match read::read_path(&file.path, file.window, budget, &mut images) {
+                    Ok(section) => Entry::Read {
+                        label: file.label.clone(),
+                        section,
+                    },
+                    Err(message) => Entry::Failed {
+                        label: file.label.clone(),
+                        message,
+                        names_path: false,
+                    },
+                }
+            }
+        };
+        remaining = remaining.saturating_sub(entry.cost());
+        entries[file.index] = Some(entry);
+    }
+    Batch {
+        entries: entries.into_iter().flatten().collect(),
+        paths,
+    }
 }
 
 /// Resolve a path from the model: confined to the work directory, except for a file in this
@@ -280,26 +398,12 @@ fn resolve(
     Err(refusal)
 }
 
-/// This session's spill directory, resolved, if it exists.
+/// This session's spill directory (the engine's rule), resolved, if it exists.
 fn spill_dir(cx: &ToolContext) -> Option<PathBuf> {
     let data = cx.data_dir.as_ref()?;
-    data.join("sessions")
-        .join(session_dir_name(&cx.session_id))
-        .join("results")
+    dispatch_engine::shaping::spill_dir(data, &cx.session_id)
         .canonicalize()
         .ok()
-}
-
-/// The engine's name for a session's directory (`commit.rs`, `spill_path`): a safe prefix of
-/// the id plus a hash of all of it. Kept in step by the end-to-end spill test below.
-fn session_dir_name(session: &str) -> String {
-    let prefix: String = session
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .take(32)
-        .collect();
-    let hash = blake3::hash(session.as_bytes()).to_hex();
-    format!("{prefix}-{}", &hash[..12])
 }
 
 #[cfg(test)]
@@ -710,13 +814,26 @@ mod tests {
 
     #[tokio::test]
     async fn spilled_results_of_this_session_are_readable_and_no_others() {
-        let h = harness().await;
+        let h = Harness::new();
+        h.select("s", "read_files,run_command").await;
         let text: String = (1..=1500)
             .map(|i| format!("row {i} of the long listing\n"))
             .collect();
         write(&h, "long.txt", text);
-        let r = read(&h, "r1", json!({"files": [{"path": "long.txt"}]})).await;
-        assert_eq!(r.status, Status::Ok);
+        // A result over the budget (a command's output; read_files itself pages) is spilled.
+        let out = h
+            .round(
+                "s",
+                "r1",
+                vec![run_tool(
+                    "c1",
+                    "run_command",
+                    json!({"argv": ["cat", "long.txt"]}),
+                )],
+            )
+            .await;
+        let r = &out.results[0];
+        assert_eq!(r.status, Status::Ok, "{}", r.content);
         let spill = r
             .content
             .split("full text: ")
@@ -724,11 +841,18 @@ mod tests {
             .and_then(|rest| rest.split(" (read it with read_files").next())
             .unwrap_or_else(|| panic!("no spill notice in {}", &r.content[..400]))
             .to_string();
-        let r = read(&h, "r2", json!({"files": [{"path": spill, "limit": 3}]})).await;
+        assert!(
+            std::path::Path::new(&spill).starts_with(
+                dispatch_engine::shaping::spill_dir(h.data_dir.path(), "s")
+                    .canonicalize()
+                    .unwrap()
+            ),
+            "{spill}"
+        );
+        let r = read(&h, "r2", json!({"files": [{"path": spill, "limit": 5}]})).await;
         assert_eq!(r.status, Status::Ok, "{}", r.content);
         assert!(
-            r.content
-                .contains("     1\t==> long.txt (lines 1-1500 of 1500) <=="),
+            r.content.contains("\trow 1 of the long listing\n"),
             "{}",
             r.content
         );
@@ -868,5 +992,394 @@ mod tests {
             "{}",
             out.results[0].content
         );
+    }
+
+    /// A harness whose engine keeps `budget` bytes of each result unshaped.
+    fn harness_with_budget(budget: usize) -> Harness {
+        let workdir = tempfile::tempdir().unwrap();
+        let data_dir = tempfile::tempdir().unwrap();
+        let store = dispatch_store::open("memory:").unwrap();
+        let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
+        config.data_dir = Some(data_dir.path().canonicalize().unwrap());
+        config.result_budget = budget;
+        let engine = Engine::new(
+            crate::builtin_registry().unwrap(),
+            store.clone(),
+            Arc::new(Headless),
+            config,
+        )
+        .unwrap()
+        .with_file_history(store.clone())
+        .with_result_cache(store.clone());
+        Harness {
+            engine,
+            store,
+            workdir,
+            data_dir,
+        }
+    }
+
+    const BUDGET: usize = dispatch_engine::shaping::DEFAULT_RESULT_BUDGET;
+
+    /// One page of one file: its numbered lines and the offset it says to continue from.
+    fn page(content: &str) -> (Vec<(u64, String)>, Option<u64>) {
+        assert!(
+            !content.contains("[output shaped"),
+            "shaped: {}",
+            &content[..300]
+        );
+        assert!(content.len() <= BUDGET, "{} bytes", content.len());
+        let mut lines = Vec::new();
+        let mut next = None;
+        for line in content.lines().skip(1) {
+            if let Some(rest) = line.strip_prefix("[truncated by ") {
+                let offset = rest.rsplit_once("continue with offset=").unwrap().1;
+                next = Some(offset.trim_end_matches(']').parse().unwrap());
+            } else {
+                // The engine trims the result: a last empty line loses its tab.
+                let line = line.trim_start();
+                let (n, text) = line.split_once('\t').unwrap_or((line, ""));
+                lines.push((n.parse().unwrap(), text.to_string()));
+            }
+        }
+        (lines, next)
+    }
+
+    #[tokio::test]
+    async fn a_300_kb_file_is_read_whole_in_pages_each_under_the_budget() {
+        let h = harness().await;
+        let expected: Vec<String> = (1..=7000)
+            .map(|i| match i % 7 {
+                0 => String::new(),
+                1 => format!("fn item_{i}() -> Résumé {{ \"ünïcode\" }}"),
+                _ => format!("{i:05} {}", "the quick brown fox ".repeat(i % 4 + 1)),
+            })
+            .collect();
+        let text = expected.join("\n") + "\n";
+        assert!(text.len() > 300_000, "{}", text.len());
+        write(&h, "src/big.rs", &text);
+
+        let r = read(&h, "p1", json!({"files": [{"path": "src/big.rs"}]})).await;
+        assert_eq!(r.status, Status::Ok);
+        assert!(
+            r.content
+                .starts_with("[read_files] ==> src/big.rs (lines 1-"),
+            "{}",
+            &r.content[..200]
+        );
+        let tail = &r.content[r.content.len() - 200..];
+        assert!(
+            tail.contains("[truncated by the result budget (")
+                && tail.contains(" not shown; continue with offset="),
+            "{tail}"
+        );
+
+        let mut seen: Vec<(u64, String)> = Vec::new();
+        let mut offset = 1;
+        let mut calls = 0;
+        let mut largest = 0;
+        loop {
+            calls += 1;
+            let r = read(
+                &h,
+                &format!("p{calls}"),
+                json!({"files": [{"path": "src/big.rs", "offset": offset}]}),
+            )
+            .await;
+            assert_eq!(r.status, Status::Ok, "{}", r.content);
+            largest = largest.max(r.content.len());
+            let (lines, next) = page(&r.content);
+            assert_eq!(lines.first().map(|l| l.0), Some(offset));
+            seen.extend(lines);
+            match next {
+                Some(n) => offset = n,
+                None => break,
+            }
+        }
+        eprintln!(
+            "{} bytes in {calls} calls, largest result {largest} bytes",
+            text.len()
+        );
+        let numbers: Vec<u64> = seen.iter().map(|l| l.0).collect();
+        assert_eq!(numbers, (1..=7000).collect::<Vec<u64>>());
+        let texts: Vec<String> = seen.into_iter().map(|l| l.1).collect();
+        assert_eq!(texts, expected);
+        // Pages are full: no more calls than the text needs at 90% of the budget.
+        assert!(
+            calls <= text.len() * 13 / 10 / (BUDGET * 9 / 10) + 1,
+            "{calls}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_large_files_shares_the_budget_and_small_files_pass_theirs_on() {
+        let h = harness().await;
+        let names: Vec<String> = (1..=5).map(|i| format!("big{i}.txt")).collect();
+        for (i, name) in names.iter().enumerate() {
+            let text: String = (1..=3000)
+                .map(|n| format!("file {i} line {n} lorem ipsum dolor sit amet\n"))
+                .collect();
+            write(&h, name, text);
+        }
+        let files: Vec<Value> = names.iter().map(|n| json!({"path": n})).collect();
+        let r = read(&h, "b1", json!({ "files": files })).await;
+        assert_eq!(r.status, Status::Ok);
+        assert!(!r.content.contains("[output shaped") && r.content.len() <= BUDGET);
+        let sections: Vec<&str> = r
+            .content
+            .trim_start_matches("[read_files] ")
+            .split("\n\n")
+            .collect();
+        assert_eq!(sections.len(), 5, "{}", r.content);
+        let mut sizes = Vec::new();
+        for (section, name) in sections.iter().zip(&names) {
+            assert!(
+                section.starts_with(&format!("==> {name} (lines 1-")),
+                "{section}"
+            );
+            assert!(
+                section.contains("[truncated by this file's share of the result budget (")
+                    && section.contains("; continue with offset="),
+                "{section}"
+            );
+            sizes.push(section.len());
+        }
+        eprintln!(
+            "5 files, {} bytes: sections of {sizes:?} bytes",
+            r.content.len()
+        );
+        let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!(*min >= BUDGET / 6, "{sizes:?}");
+        assert!(max - min <= BUDGET / 20, "{sizes:?}");
+
+        // Two small files first: the large ones get what they leave.
+        write(&h, "small1.txt", "tiny\n");
+        write(&h, "small2.txt", "also tiny\n");
+        let r = read(
+            &h,
+            "b2",
+            json!({"files": [
+                {"path": "small1.txt"}, {"path": "big1.txt"}, {"path": "small2.txt"},
+                {"path": "big2.txt"}, {"path": "big3.txt"}
+            ]}),
+        )
+        .await;
+        assert!(!r.content.contains("[output shaped") && r.content.len() <= BUDGET);
+        let sections: Vec<&str> = r.content.split("\n\n").collect();
+        assert_eq!(sections.len(), 5);
+        assert!(sections[0].ends_with("     1\ttiny"), "{}", sections[0]);
+        assert!(
+            sections[2].ends_with("     1\talso tiny"),
+            "{}",
+            sections[2]
+        );
+        for big in [sections[1], sections[3], sections[4]] {
+            assert!(big.len() >= BUDGET * 3 / 10, "{}", big.len());
+        }
+    }
+
+    #[tokio::test]
+    async fn sixty_four_files_each_show_their_header_and_the_rest_is_named() {
+        let h = harness().await;
+        let mut files = Vec::new();
+        for i in 0..64 {
+            let text: String = (1..=400)
+                .map(|n| format!("f{i} l{n} some text here\n"))
+                .collect();
+            write(&h, &format!("many/f{i:02}.txt"), text);
+            files.push(json!({"path": format!("many/f{i:02}.txt")}));
+        }
+        let r = read(&h, "m1", json!({ "files": files })).await;
+        assert_eq!(r.status, Status::Ok);
+        assert!(
+            !r.content.contains("[output shaped") && r.content.len() <= BUDGET,
+            "{}",
+            r.content.len()
+        );
+        for i in 0..64 {
+            assert!(
+                r.content.contains(&format!("==> many/f{i:02}.txt (")),
+                "f{i:02}"
+            );
+        }
+        let shown = r.content.matches("continue with offset=").count();
+        let not_read = r
+            .content
+            .matches("(not read: the result budget is used up)")
+            .count();
+        eprintln!("64 files: {shown} with lines, {not_read} not read");
+        assert_eq!(shown, 64);
+        assert!(not_read > 0 && not_read < 64, "{not_read}");
+        assert!(
+            r.content
+                .contains("read it in another call, continue with offset=1]")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_50k_row_csv_pages_with_its_header_on_every_page() {
+        let h = harness().await;
+        let mut csv = String::from("id,name,score\n");
+        for i in 1..=50_000 {
+            csv.push_str(&format!("{i},\"name, {i}\",{}\n", i * 7 % 1000));
+        }
+        write(&h, "data/scores.csv", &csv);
+        let mut offset = 1u64;
+        let mut rows = Vec::new();
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let r = read(
+                &h,
+                &format!("c{calls}"),
+                json!({"files": [{"path": "data/scores.csv", "offset": offset}]}),
+            )
+            .await;
+            assert_eq!(r.status, Status::Ok, "{}", r.content);
+            assert!(
+                r.content.starts_with(&format!(
+                    "[read_files] ==> data/scores.csv (CSV, rows {offset}-"
+                )) && r.content.contains(" of 50000 (header kept)"),
+                "{}",
+                &r.content[..200]
+            );
+            let body = r.content.split_once(" <==\n").unwrap().1;
+            let body = body.strip_prefix("header\tid,name,score\n").unwrap();
+            let (lines, next) = page(&format!("x\n{body}"));
+            for (n, row) in lines {
+                assert_eq!(row, format!("{n},\"name, {n}\",{}", n * 7 % 1000));
+                rows.push(n);
+            }
+            match next {
+                Some(n) => offset = n,
+                None => break,
+            }
+        }
+        eprintln!("50,000 rows ({} bytes) in {calls} calls", csv.len());
+        assert_eq!(rows, (1..=50_000).collect::<Vec<u64>>());
+    }
+
+    #[tokio::test]
+    async fn a_line_longer_than_the_budget_is_cut_with_a_marker() {
+        let h = harness().await;
+        let text = format!("{}\nsecond\n", "x".repeat(50_000));
+        write(&h, "one-long.txt", &text);
+        let r = read(&h, "l1", json!({"files": [{"path": "one-long.txt"}]})).await;
+        assert_eq!(r.status, Status::Ok);
+        assert!(!r.content.contains("[output shaped") && r.content.len() <= BUDGET);
+        assert!(
+            r.content
+                .contains(" [… line cut: 41,808 more bytes; see it whole with run_command"),
+            "{}",
+            &r.content[r.content.len() - 300..]
+        );
+        assert!(r.content.ends_with("     2\tsecond"));
+
+        // Five at once: each copy is cut to its share, and goes on at line 2.
+        let files: Vec<Value> = (0..5).map(|_| json!({"path": "one-long.txt"})).collect();
+        let r = read(&h, "l2", json!({ "files": files })).await;
+        assert!(!r.content.contains("[output shaped") && r.content.len() <= BUDGET);
+        assert_eq!(
+            r.content.matches(" [… line cut: ").count(),
+            5,
+            "{}",
+            r.content
+        );
+        assert_eq!(r.content.matches("continue with offset=2]").count(), 5);
+
+        // Under a tiny budget the cut still leaves the result unshaped.
+        let small = harness_with_budget(2_000);
+        small.select("s", "read_files").await;
+        write(&small, "one-long.txt", &text);
+        let r = read(&small, "l3", json!({"files": [{"path": "one-long.txt"}]})).await;
+        assert!(
+            !r.content.contains("[output shaped") && r.content.len() <= 2_000,
+            "{}",
+            r.content
+        );
+        assert!(r.content.contains(" [… line cut: "), "{}", r.content);
+        assert!(
+            r.content.ends_with("continue with offset=2]"),
+            "{}",
+            r.content
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_budget_is_still_capped_at_one_mib_per_file() {
+        let h = harness_with_budget(8 << 20);
+        h.select("s", "read_files").await;
+        let text: String = (1..=60_000)
+            .map(|n| format!("{n:06} padding to make the line a little longer\n"))
+            .collect();
+        assert!(text.len() > 2 << 20);
+        write(&h, "huge.txt", &text);
+        write(&h, "huge2.txt", &text);
+        let r = read(
+            &h,
+            "h1",
+            json!({"files": [{"path": "huge.txt"}, {"path": "huge2.txt", "limit": 100_000}]}),
+        )
+        .await;
+        assert_eq!(r.status, Status::Ok);
+        assert!(!r.content.contains("[output shaped"));
+        let sections: Vec<&str> = r.content.split("\n\n").collect();
+        // The default limit still holds...
+        assert!(
+            sections[0].contains("(lines 1-2000 of 60000; more follows)")
+                && sections[0].ends_with("[truncated by the limit: lines 2001-60000 not shown; continue with offset=2001]"),
+            "{}",
+            &sections[0][..200]
+        );
+        // ...and a larger one stops at the cap.
+        let big = sections[1];
+        assert!(
+            big.len() <= 1 << 20 && big.len() > 1000 << 10,
+            "{}",
+            big.len()
+        );
+        assert!(
+            big.contains("[truncated by the 1.0 MiB per-read cap: lines "),
+            "{}",
+            &big[big.len() - 300..]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_pdf_pages_to_the_budget_by_whole_pages() {
+        let h = harness().await;
+        let texts: Vec<String> = (1..=40)
+            .map(|i| format!("Page{i:02} {}", "lorem ipsum ".repeat(80)))
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        write(&h, "doc/long.pdf", pdf(&refs));
+        let mut offset = 1;
+        let mut seen = Vec::new();
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let r = read(
+                &h,
+                &format!("d{calls}"),
+                json!({"files": [{"path": "doc/long.pdf", "offset": offset}]}),
+            )
+            .await;
+            assert_eq!(r.status, Status::Ok, "{}", r.content);
+            assert!(!r.content.contains("[output shaped") && r.content.len() <= BUDGET);
+            for page in r.content.split("--- page ").skip(1) {
+                let (n, text) = page.split_once(" ---\n").unwrap();
+                let n: usize = n.parse().unwrap();
+                assert!(text.starts_with(&format!("Page{n:02} lorem")), "{text}");
+                assert!(!text.contains("is cut here"), "{text}");
+                seen.push(n);
+            }
+            match r.content.rsplit_once("continue with offset=") {
+                Some((_, next)) => offset = next.trim_end_matches(']').parse().unwrap(),
+                None => break,
+            }
+        }
+        eprintln!("40-page PDF in {calls} calls");
+        assert!(calls > 1);
+        assert_eq!(seen, (1..=40).collect::<Vec<_>>());
     }
 }

@@ -3,9 +3,13 @@
 //! rows for CSV/TSV, pages for PDF, paragraphs for DOCX, slides for PPTX, an image part for
 //! pictures, and a one-line summary (never garbage) for any other binary file.
 //!
-//! Every reader is bounded: at most [`MAX_READ_BYTES`] of text come back per file, text and
-//! tables are streamed so a huge file is never loaded whole, and the containers that must be
-//! parsed whole (PDF, DOCX, PPTX, images) have their own size limits.
+//! Every reader is bounded by the [`Budget`] it is given (its file's share of the call's result
+//! budget, never over [`MAX_READ_BYTES`]): it stops at a line, row, page or slide boundary,
+//! cuts a single unit that is larger than the whole budget with a note saying so, and ends with
+//! the offset to continue from, so any file can be read completely in pages that each fit the
+//! result the engine keeps unshaped. Text and tables are streamed so a huge file is never loaded
+//! whole, and the containers that must be parsed whole (PDF, DOCX, PPTX, images) have their own
+//! size limits.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -18,8 +22,13 @@ pub(crate) mod pdf;
 pub(crate) mod table;
 pub(crate) mod text;
 
-/// Most text one read returns for one file (the seed's 1 MiB cap per read).
+/// Most text one read returns for one file (the seed's 1 MiB cap per read), whatever the
+/// result budget.
 pub const MAX_READ_BYTES: usize = 1 << 20;
+/// Room kept at the end of every budget for the `[truncated …; continue with offset=N]` line.
+pub const MARKER_RESERVE: usize = 220;
+/// Room kept on a cut line, row or page for the note that says it is cut.
+pub const CUT_NOTE_RESERVE: usize = 140;
 /// Lines (or rows, or DOCX paragraphs) returned when the call gives no limit.
 pub const DEFAULT_LINE_LIMIT: u64 = 2000;
 /// Pages or slides returned when the call gives no limit.
@@ -36,6 +45,53 @@ const SNIFF_BYTES: usize = 8 * 1024;
 pub struct Window {
     pub offset: u64,
     pub limit: Option<u64>,
+}
+
+/// How many bytes of text one file's section may hold (the truncation marker included), and
+/// what set that bound, so the marker can say why the file stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub bytes: usize,
+    pub bound: Bound,
+}
+
+/// What bounds a file's section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// [`MAX_READ_BYTES`], for callers whose result budget is larger.
+    Cap,
+    /// The call's whole result budget (one file read).
+    Result,
+    /// This file's share of the result budget (several files read).
+    Share,
+}
+
+impl Budget {
+    /// The per-read cap: what a reader may return at most.
+    pub const CAP: Budget = Budget {
+        bytes: MAX_READ_BYTES,
+        bound: Bound::Cap,
+    };
+
+    /// Bytes for the units themselves: the budget less the room for the closing marker.
+    pub fn content(&self) -> usize {
+        self.bytes.saturating_sub(MARKER_RESERVE)
+    }
+
+    /// The bound, as the marker names it: `[truncated by {why}: …]`.
+    pub fn why(&self) -> String {
+        match self.bound {
+            Bound::Cap => format!("the {} per-read cap", human_size(MAX_READ_BYTES as u64)),
+            Bound::Result => format!(
+                "the result budget ({} bytes per call)",
+                thousands(self.bytes as u64)
+            ),
+            Bound::Share => format!(
+                "this file's share of the result budget ({} bytes; read fewer files per call for more)",
+                thousands(self.bytes as u64)
+            ),
+        }
+    }
 }
 
 /// What one file read produced.
@@ -64,9 +120,31 @@ enum Kind {
     Binary(&'static str),
 }
 
-/// Read the window of `path` (already resolved and confined). The error is the message for
-/// this file's `error: …` line.
-pub fn read_path(path: &Path, window: Window, images: &mut ImageBudget) -> Result<Section, String> {
+/// Roughly how much text `path` gives, to share a call's budget out from the smallest file up;
+/// only the order depends on it, never what is returned.
+pub fn text_estimate(path: &Path) -> u64 {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        // Returned as an image part: a one-line header of text.
+        "png" | "jpg" | "jpeg" | "gif" | "webp" => 0,
+        // Compressed containers: their text is a fraction of their size.
+        "pdf" | "docx" | "pptx" => size / 8,
+        _ => size,
+    }
+}
+
+/// Read the window of `path` (already resolved and confined) within `budget`. The error is the
+/// message for this file's `error: …` line.
+pub fn read_path(
+    path: &Path,
+    window: Window,
+    budget: Budget,
+    images: &mut ImageBudget,
+) -> Result<Section, String> {
     let meta = std::fs::metadata(path).map_err(|e| io_message(path, &e))?;
     if meta.is_dir() {
         return Err(
@@ -96,22 +174,17 @@ pub fn read_path(path: &Path, window: Window, images: &mut ImageBudget) -> Resul
         Kind::Text => {
             let reader = io::BufReader::with_capacity(64 * 1024, io::Cursor::new(head).chain(file));
             let limit = window.limit.unwrap_or(DEFAULT_LINE_LIMIT);
-            text::read_text(reader, window.offset, limit, size).map_err(|e| io_message(path, &e))?
+            text::read_text(reader, window.offset, limit, size, budget)
+                .map_err(|e| io_message(path, &e))?
         }
         Kind::Table(delimiter) => {
             let reader = io::Cursor::new(head).chain(file);
             let limit = window.limit.unwrap_or(DEFAULT_LINE_LIMIT);
-            table::read_table(reader, delimiter, window.offset, limit, size)
+            table::read_table(reader, delimiter, window.offset, limit, size, budget)
         }
-        Kind::Pdf => guarded("PDF", || {
-            pdf::read_pdf(path, size, window.offset, window.limit)
-        }),
-        Kind::Docx => guarded("DOCX", || {
-            office::read_docx(file, window.offset, window.limit)
-        }),
-        Kind::Pptx => guarded("PPTX", || {
-            office::read_pptx(file, window.offset, window.limit)
-        }),
+        Kind::Pdf => guarded("PDF", || pdf::read_pdf(path, size, window, budget)),
+        Kind::Docx => guarded("DOCX", || office::read_docx(file, window, budget)),
+        Kind::Pptx => guarded("PPTX", || office::read_pptx(file, window, budget)),
         Kind::Image(mime) => image::read_image(head, file, size, mime, images),
         Kind::Binary(what) => Ok(binary::summary(what, size)),
     }
@@ -196,12 +269,13 @@ pub fn human_size(bytes: u64) -> String {
 }
 
 /// Render numbered units (DOCX paragraphs) the way text lines are: a gutter, the window, the
-/// byte cap, and a "next offset" marker when more follows.
+/// budget, and a "next offset" marker when more follows.
 pub fn render_numbered(
     units: &[String],
     offset: u64,
     limit: u64,
     unit: &str,
+    budget: Budget,
 ) -> Result<Section, String> {
     let total = units.len() as u64;
     if total == 0 {
@@ -214,23 +288,39 @@ pub fn render_numbered(
     if offset > total {
         return Err(past_end(offset, total, unit));
     }
+    let mut content = budget.content();
     let mut body = String::new();
     let mut last = offset - 1;
     let end = offset.saturating_add(limit).min(total + 1);
     let mut cut_by_bytes = false;
+    let mut cut_units = 0u64;
     for n in offset..end {
-        let line = text::gutter_line(n, units[(n - 1) as usize].as_bytes(), &mut false);
-        if body.len() + line.len() > MAX_READ_BYTES && n > offset {
-            cut_by_bytes = true;
-            break;
+        let bytes = units[(n - 1) as usize].as_bytes();
+        let full = bytes.len() as u64;
+        let (mut line, mut cut) = text::numbered_line(n, bytes, full, usize::MAX, "", &mut false);
+        if body.len() + line.len() > content {
+            if n > offset {
+                cut_by_bytes = true;
+                break;
+            }
+            // The first unit alone is over the budget: show what fits of it.
+            let room = content.saturating_sub(text::gutter_width(n) + CUT_NOTE_RESERVE);
+            (line, cut) = text::numbered_line(n, bytes, full, room, "", &mut false);
+            // Cut to fit: this read ends with it.
+            content = body.len() + line.len();
         }
+        cut_units += u64::from(cut);
         body.push_str(&line);
         last = n;
     }
     let mut summary = format!("{unit}s {offset}-{last} of {total}");
+    if cut_units > 0 {
+        summary.push_str(&format!("; {cut_units} long {unit}(s) cut"));
+    }
     if last < total {
         summary.push_str("; more follows");
-        body.push_str(&more_marker(last, total, unit, cut_by_bytes));
+        let why = cut_by_bytes.then_some(budget);
+        body.push_str(&more_marker(last, total, unit, why));
     }
     Ok(Section {
         summary,
@@ -239,12 +329,13 @@ pub fn render_numbered(
     })
 }
 
-/// Render pages or slides: a `--- page N ---` line before each, the window, the byte cap.
+/// Render pages or slides: a `--- page N ---` line before each, the window, the budget.
 pub fn render_pages(
     total: u64,
     offset: u64,
     limit: Option<u64>,
     unit: &str,
+    budget: Budget,
     mut page_text: impl FnMut(u64) -> Result<String, String>,
 ) -> Result<Section, String> {
     if total == 0 {
@@ -259,6 +350,7 @@ pub fn render_pages(
     }
     let limit = limit.unwrap_or(DEFAULT_PAGE_LIMIT);
     let end = offset.saturating_add(limit).min(total + 1);
+    let mut content = budget.content();
     let mut body = String::new();
     let mut last = offset - 1;
     let mut cut_by_bytes = false;
@@ -271,18 +363,23 @@ pub fn render_pages(
             Err(e) => format!("(the text of this {unit} could not be extracted: {e})"),
         };
         let mut chunk = format!("--- {unit} {n} ---\n{text}\n");
-        if body.len() + chunk.len() > MAX_READ_BYTES {
+        if body.len() + chunk.len() > content {
             if n > offset {
                 cut_by_bytes = true;
                 break;
             }
-            // One page over the cap on its own: show what fits of it.
-            let keep = floor_char_boundary(&chunk, MAX_READ_BYTES.saturating_sub(200));
+            // One page over the budget on its own: show what fits of it.
+            let keep = floor_char_boundary(&chunk, content.saturating_sub(CUT_NOTE_RESERVE));
+            let more = chunk.len() - keep;
             chunk.truncate(keep);
             chunk.push_str(&format!(
-                "\n[… this {unit} is cut at the {} cap]\n",
-                human_size(MAX_READ_BYTES as u64)
+                "\n[… {unit} {n} is cut here by {}: {} more bytes of its text not shown; \
+                 to see all of it, extract the text with run_command]\n",
+                budget.why(),
+                thousands(more as u64)
             ));
+            // Cut to fit: this read ends with it.
+            content = chunk.len();
         }
         body.push_str(&chunk);
         last = n;
@@ -290,7 +387,8 @@ pub fn render_pages(
     let mut summary = format!("{unit}s {offset}-{last} of {total}");
     if last < total {
         summary.push_str("; more follows");
-        body.push_str(&more_marker(last, total, unit, cut_by_bytes));
+        let why = cut_by_bytes.then_some(budget);
+        body.push_str(&more_marker(last, total, unit, why));
     }
     Ok(Section {
         summary,
@@ -299,12 +397,12 @@ pub fn render_pages(
     })
 }
 
-/// The line that ends a window with more after it.
-pub fn more_marker(last: u64, total: u64, unit: &str, by_bytes: bool) -> String {
-    let why = if by_bytes {
-        format!("the {} per-read cap", human_size(MAX_READ_BYTES as u64))
-    } else {
-        "the limit".to_string()
+/// The line that ends a window with more after it; `by_budget` when the budget stopped it
+/// rather than the limit.
+pub fn more_marker(last: u64, total: u64, unit: &str, by_budget: Option<Budget>) -> String {
+    let why = match by_budget {
+        Some(budget) => budget.why(),
+        None => "the limit".to_string(),
     };
     format!(
         "[truncated by {why}: {unit}s {}-{} not shown; continue with offset={}]\n",
@@ -368,5 +466,75 @@ mod tests {
         assert_eq!(thousands(52_428_800), "52,428,800");
         assert_eq!(human_size(512), "512 bytes");
         assert_eq!(human_size(50 << 20), "50.0 MiB");
+    }
+
+    fn share(bytes: usize) -> Budget {
+        Budget {
+            bytes,
+            bound: Bound::Share,
+        }
+    }
+
+    #[test]
+    fn pages_stop_at_a_page_boundary_and_a_page_over_the_budget_is_cut() {
+        let pages = [
+            "a".repeat(300),
+            "b".repeat(300),
+            "c".repeat(5000),
+            "d".repeat(10),
+        ];
+        let text = |n: u64| Ok(pages[(n - 1) as usize].clone());
+        let s = render_pages(4, 1, None, "page", share(1000), text).unwrap();
+        assert!(s.body.len() <= 1000, "{}", s.body.len());
+        assert_eq!(s.summary, "pages 1-2 of 4; more follows");
+        assert!(
+            s.body.ends_with("[truncated by this file's share of the result budget (1,000 bytes; read fewer files per call for more): pages 3-4 not shown; continue with offset=3]\n"),
+            "{}",
+            s.body
+        );
+        let s = render_pages(4, 3, None, "page", share(1000), text).unwrap();
+        assert!(s.body.len() <= 1000, "{}", s.body.len());
+        assert!(s.body.starts_with("--- page 3 ---\nccc"), "{}", s.body);
+        assert!(
+            s.body
+                .contains("[… page 3 is cut here by this file's share"),
+            "{}",
+            s.body
+        );
+        assert!(s.body.ends_with("continue with offset=4]\n"), "{}", s.body);
+        let s = render_pages(4, 4, None, "page", share(1000), text).unwrap();
+        assert_eq!(s.body, format!("--- page 4 ---\n{}\n", "d".repeat(10)));
+    }
+
+    #[test]
+    fn numbered_units_page_to_the_budget_and_a_long_first_one_is_cut() {
+        let units: Vec<String> = (1..=100)
+            .map(|i| format!("paragraph {i} {}", "x".repeat(i)))
+            .collect();
+        let mut offset = 1;
+        let mut seen = 0;
+        loop {
+            let s = render_numbered(&units, offset, 2000, "line", share(800)).unwrap();
+            assert!(s.body.len() <= 800, "{}", s.body.len());
+            seen += s
+                .body
+                .lines()
+                .filter(|l| l.contains("\tparagraph "))
+                .count();
+            match s.body.rsplit_once("continue with offset=") {
+                Some((_, next)) => offset = next.trim_end_matches("]\n").parse().unwrap(),
+                None => break,
+            }
+        }
+        assert_eq!(seen, 100);
+        let long = vec!["é".repeat(2000), "short".to_string()];
+        let s = render_numbered(&long, 1, 10, "line", share(800)).unwrap();
+        assert!(s.body.len() <= 800, "{}", s.body.len());
+        assert!(s.body.contains(" more bytes]\n"), "{}", s.body);
+        assert!(s.body.ends_with("continue with offset=2]\n"), "{}", s.body);
+        assert_eq!(
+            s.summary,
+            "lines 1-1 of 2; 1 long line(s) cut; more follows"
+        );
     }
 }

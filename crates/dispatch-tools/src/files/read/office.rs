@@ -11,7 +11,9 @@ use quick_xml::Reader;
 use quick_xml::events::Event;
 use zip::ZipArchive;
 
-use super::{DEFAULT_LINE_LIMIT, Section, human_size, render_numbered, render_pages};
+use super::{
+    Budget, DEFAULT_LINE_LIMIT, Section, Window, human_size, render_numbered, render_pages,
+};
 
 /// Largest XML part read from a DOCX or PPTX, uncompressed.
 const MAX_XML_BYTES: u64 = 32 << 20;
@@ -20,23 +22,25 @@ const MAX_TEXT_BYTES: usize = 16 << 20;
 /// Most slides a presentation may list.
 const MAX_SLIDES: usize = 10_000;
 
-pub fn read_docx(file: File, offset: u64, limit: Option<u64>) -> Result<Section, String> {
+pub fn read_docx(file: File, window: Window, budget: Budget) -> Result<Section, String> {
     let mut zip = open(file, "DOCX")?;
     let xml = entry(&mut zip, "word/document.xml")?.ok_or(
         "this is not a Word document (word/document.xml is missing); it may be another zip file",
     )?;
     let text = xml_text(&xml, "word/document.xml")?;
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    render_numbered(&lines, offset, limit.unwrap_or(DEFAULT_LINE_LIMIT), "line").map(|mut s| {
+    let limit = window.limit.unwrap_or(DEFAULT_LINE_LIMIT);
+    render_numbered(&lines, window.offset, limit, "line", budget).map(|mut s| {
         s.summary = format!("DOCX, {}", s.summary);
         s
     })
 }
 
-pub fn read_pptx(file: File, offset: u64, limit: Option<u64>) -> Result<Section, String> {
+pub fn read_pptx(file: File, window: Window, budget: Budget) -> Result<Section, String> {
     let mut zip = open(file, "PPTX")?;
     let slides = slide_parts(&mut zip)?;
-    render_pages(slides.len() as u64, offset, limit, "slide", |n| {
+    let total = slides.len() as u64;
+    render_pages(total, window.offset, window.limit, "slide", budget, |n| {
         let part = &slides[(n - 1) as usize];
         match entry(&mut zip, part)? {
             Some(xml) => xml_text(&xml, part),

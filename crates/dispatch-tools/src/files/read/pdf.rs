@@ -7,19 +7,14 @@ use std::path::Path;
 
 use lopdf::{Document, LoadOptions};
 
-use super::{Section, human_size, render_pages};
+use super::{Budget, Section, Window, human_size, render_pages};
 
 /// Largest PDF read_files opens.
 pub const MAX_PDF_BYTES: u64 = 64 << 20;
 /// Largest size one stream (or one page's content) may inflate to.
 const MAX_INFLATE: usize = 64 << 20;
 
-pub fn read_pdf(
-    path: &Path,
-    size: u64,
-    offset: u64,
-    limit: Option<u64>,
-) -> Result<Section, String> {
+pub fn read_pdf(path: &Path, size: u64, window: Window, budget: Budget) -> Result<Section, String> {
     if size > MAX_PDF_BYTES {
         return Err(format!(
             "this PDF is {}, over the {} read_files opens; extract pages with run_command, \
@@ -43,7 +38,7 @@ pub fn read_pdf(
         return Err("this PDF is encrypted with a password; read_files cannot open it".into());
     }
     let total = doc.get_pages().len() as u64;
-    render_pages(total, offset, limit, "page", |n| {
+    render_pages(total, window.offset, window.limit, "page", budget, |n| {
         let n = u32::try_from(n).map_err(|_| "no such page".to_string())?;
         doc.extract_text_with_limit(&[n], MAX_INFLATE)
             .map_err(|e| e.to_string())

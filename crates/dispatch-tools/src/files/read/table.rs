@@ -1,21 +1,24 @@
 //! CSV and TSV by rows: a quoted field may span lines, so rows are counted by a real CSV
 //! parser, not by newlines. The header row is always shown so a window from the middle of a
-//! big table still says what its columns are. Streamed like text.
+//! big table still says what its columns are, on every page of it. Streamed like text, and
+//! paged like it: a window stops at a row boundary within its budget.
 
 use std::io::Read;
 
 use super::{
-    COUNT_AHEAD_BYTES, MAX_LINE_BYTES, MAX_READ_BYTES, Section, floor_char_boundary, human_size,
-    past_end, thousands,
+    Budget, COUNT_AHEAD_BYTES, CUT_NOTE_RESERVE, MAX_LINE_BYTES, Section, human_size, past_end,
+    thousands,
 };
 
-/// Read data rows `offset..offset+limit` (1-based, header excluded) of a table of `size` bytes.
+/// Read data rows `offset..offset+limit` (1-based, header excluded) of a table of `size` bytes,
+/// within `budget`.
 pub fn read_table<R: Read>(
     reader: R,
     delimiter: u8,
     offset: u64,
     limit: u64,
     size: u64,
+    budget: Budget,
 ) -> Result<Section, String> {
     let offset = offset.max(1);
     let end = offset.saturating_add(limit.max(1));
@@ -37,10 +40,13 @@ pub fn read_table<R: Read>(
             image: None,
         });
     }
+    let mut content = budget.content();
+    // The header may take at most half the budget, so rows always have room.
+    let header_cap = MAX_LINE_BYTES.min(content.saturating_sub(CUT_NOTE_RESERVE) / 2);
     let mut body = format!(
         "{:>6}\t{}\n",
         "header",
-        render(&record, delimiter, &mut lossy)
+        render(&record, delimiter, &mut lossy, header_cap)
     );
     let mut rows: u64 = 0;
     let mut first = None;
@@ -54,11 +60,27 @@ pub fn read_table<R: Read>(
             continue;
         }
         if rows < end && !stopped_by_bytes {
-            let line = format!("{rows:>6}\t{}\n", render(&record, delimiter, &mut lossy));
-            if body.len() + line.len() > MAX_READ_BYTES && first.is_some() {
-                stopped_by_bytes = true;
-            } else {
-                body.push_str(&line[..floor_char_boundary(&line, MAX_READ_BYTES)]);
+            let row = |lossy: &mut bool, cap| {
+                format!("{rows:>6}\t{}\n", render(&record, delimiter, lossy, cap))
+            };
+            // Only a row that is shown may mark the read as lossy.
+            let mut row_lossy = false;
+            let mut line = row(&mut row_lossy, MAX_LINE_BYTES);
+            if body.len() + line.len() > content {
+                if first.is_some() {
+                    stopped_by_bytes = true;
+                } else {
+                    // The window's first row alone is over the budget: show what fits of it.
+                    let gutter = super::text::gutter_width(rows);
+                    let room = content.saturating_sub(body.len() + gutter + CUT_NOTE_RESERVE);
+                    line = row(&mut row_lossy, room);
+                    // Cut to fit: this read ends with it.
+                    content = body.len() + line.len();
+                }
+            }
+            if !stopped_by_bytes {
+                lossy |= row_lossy;
+                body.push_str(&line);
                 first.get_or_insert(rows);
                 last = rows;
                 continue;
@@ -96,7 +118,7 @@ pub fn read_table<R: Read>(
     }
     if last < rows {
         let why = if stopped_by_bytes {
-            format!("the {} per-read cap", human_size(MAX_READ_BYTES as u64))
+            budget.why()
         } else {
             "the limit".to_string()
         };
@@ -122,8 +144,8 @@ fn name(delimiter: u8) -> &'static str {
     if delimiter == b'\t' { "TSV" } else { "CSV" }
 }
 
-/// One record written back in its own dialect (quoting kept where needed), cut when long.
-fn render(record: &csv::ByteRecord, delimiter: u8, lossy: &mut bool) -> String {
+/// One record written back in its own dialect (quoting kept where needed), cut at `cap` bytes.
+fn render(record: &csv::ByteRecord, delimiter: u8, lossy: &mut bool, cap: usize) -> String {
     let mut writer = csv::WriterBuilder::new()
         .delimiter(delimiter)
         .terminator(csv::Terminator::Any(b'\n'))
@@ -134,8 +156,8 @@ fn render(record: &csv::ByteRecord, delimiter: u8, lossy: &mut bool) -> String {
     };
     let mut bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes).to_vec();
     let full = bytes.len();
-    if full > MAX_LINE_BYTES {
-        bytes.truncate(MAX_LINE_BYTES);
+    if full > cap {
+        bytes.truncate(cap);
     }
     let mut text = match String::from_utf8(bytes) {
         Ok(s) => s,
@@ -146,7 +168,7 @@ fn render(record: &csv::ByteRecord, delimiter: u8, lossy: &mut bool) -> String {
                 .map(|e| (e.valid_up_to(), e.error_len()));
             // A cut through the last character is not an encoding problem.
             match valid {
-                Some((upto, None)) if full > MAX_LINE_BYTES => {
+                Some((upto, None)) if full > cap => {
                     String::from_utf8_lossy(&bytes[..upto]).into_owned()
                 }
                 _ => {
@@ -156,7 +178,7 @@ fn render(record: &csv::ByteRecord, delimiter: u8, lossy: &mut bool) -> String {
             }
         }
     };
-    if full > MAX_LINE_BYTES {
+    if full > cap {
         text.push_str(&format!(
             " [… row cut: {} more bytes]",
             thousands((full - text.len()) as u64)
@@ -173,7 +195,7 @@ mod tests {
     #[test]
     fn rows_are_numbered_after_the_header_and_quotes_survive() {
         let csv = "id,name\n1,alice\n2,\"bob, jr\"\n3,\"multi\nline\"\n4,dan\n";
-        let s = read_table(csv.as_bytes(), b',', 2, 2, csv.len() as u64).unwrap();
+        let s = read_table(csv.as_bytes(), b',', 2, 2, csv.len() as u64, Budget::CAP).unwrap();
         assert_eq!(s.summary, "CSV, rows 2-3 of 4 (header kept); more follows");
         assert_eq!(
             s.body,
@@ -186,15 +208,51 @@ mod tests {
     fn tsv_header_only_and_past_the_end() {
         let tsv = "a\tb\n";
         assert_eq!(
-            read_table(tsv.as_bytes(), b'\t', 1, 10, 4).unwrap().summary,
+            read_table(tsv.as_bytes(), b'\t', 1, 10, 4, Budget::CAP)
+                .unwrap()
+                .summary,
             "header only, no rows"
         );
         let tsv = "a\tb\n1\t2\n";
-        let s = read_table(tsv.as_bytes(), b'\t', 1, 10, 8).unwrap();
+        let s = read_table(tsv.as_bytes(), b'\t', 1, 10, 8, Budget::CAP).unwrap();
         assert_eq!(s.body, "header\ta\tb\n     1\t1\t2\n");
         assert_eq!(
-            read_table(tsv.as_bytes(), b'\t', 5, 10, 8).unwrap_err(),
+            read_table(tsv.as_bytes(), b'\t', 5, 10, 8, Budget::CAP).unwrap_err(),
             "offset 5 is past the end: there is 1 row; use an offset from 1 to 1"
         );
+    }
+
+    #[test]
+    fn pages_of_rows_repeat_the_header_and_cut_a_huge_first_row() {
+        let budget = Budget {
+            bytes: 1200,
+            bound: super::super::Bound::Share,
+        };
+        let csv: String = std::iter::once("id,name\n".to_string())
+            .chain((1..=500).map(|i| format!("{i},\"n, {i}\"\n")))
+            .collect();
+        let mut offset = 1;
+        let mut seen = Vec::new();
+        loop {
+            let s = read_table(csv.as_bytes(), b',', offset, 2000, 0, budget).unwrap();
+            assert!(s.body.len() <= 1200, "{}", s.body.len());
+            assert!(s.body.starts_with("header\tid,name\n"), "{}", s.body);
+            for l in s.body.lines().skip(1).filter(|l| !l.starts_with('[')) {
+                let (n, row) = l.trim_start().split_once('\t').unwrap();
+                assert_eq!(row, format!("{n},\"n, {n}\""));
+                seen.push(n.parse::<u32>().unwrap());
+            }
+            match s.body.rsplit_once("continue with offset=") {
+                Some((_, next)) => offset = next.trim_end_matches("]\n").parse().unwrap(),
+                None => break,
+            }
+        }
+        assert_eq!(seen, (1..=500).collect::<Vec<_>>());
+
+        let csv = format!("a,b\n1,{}\n2,x\n", "z".repeat(5000));
+        let s = read_table(csv.as_bytes(), b',', 1, 10, 0, budget).unwrap();
+        assert!(s.body.len() <= 1200, "{}", s.body.len());
+        assert!(s.body.contains(" [… row cut: "), "{}", s.body);
+        assert!(s.body.ends_with("continue with offset=2]\n"), "{}", s.body);
     }
 }

@@ -1,14 +1,17 @@
 //! Text by lines, streamed: the lines before the window are skipped with memchr, the window is
-//! kept (each line at most [`MAX_LINE_BYTES`], the whole at most [`MAX_READ_BYTES`]), and a
-//! bounded stretch after it is counted so the model learns the file's length without a 50 MB
-//! file ever being held in memory.
+//! kept (each line at most [`MAX_LINE_BYTES`], the whole within its [`Budget`], stopping at a
+//! line boundary), and a bounded stretch after it is counted so the model learns the file's
+//! length without a 50 MB file ever being held in memory.
 
 use std::io::{self, BufRead};
 
 use super::{
-    COUNT_AHEAD_BYTES, MAX_LINE_BYTES, MAX_READ_BYTES, Section, floor_char_boundary, human_size,
-    past_end, thousands,
+    Budget, COUNT_AHEAD_BYTES, CUT_NOTE_RESERVE, MAX_LINE_BYTES, Section, human_size, past_end,
+    thousands,
 };
+
+/// What a cut text line tells the model about seeing the rest of it.
+const LINE_CUT_HINT: &str = "; see it whole with run_command, e.g. `cut -c` or `fold`";
 
 /// One numbered line in the `cat -n` layout; invalid UTF-8 is replaced and `lossy` set.
 pub fn gutter_line(n: u64, bytes: &[u8], lossy: &mut bool) -> String {
@@ -22,6 +25,41 @@ pub fn gutter_line(n: u64, bytes: &[u8], lossy: &mut bool) -> String {
     format!("{n:>6}\t{text}\n")
 }
 
+/// Bytes of the gutter before line `n`'s text.
+pub fn gutter_width(n: u64) -> usize {
+    let digits = n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    digits.max(6) + 1
+}
+
+/// Line `n` in the gutter layout, its text cut at `cap` bytes (never inside a character) with a
+/// note giving the bytes not shown of its `full_len`; true when it was cut.
+pub fn numbered_line(
+    n: u64,
+    bytes: &[u8],
+    full_len: u64,
+    cap: usize,
+    hint: &str,
+    lossy: &mut bool,
+) -> (String, bool) {
+    if bytes.len() as u64 >= full_len && bytes.len() <= cap {
+        return (gutter_line(n, bytes, lossy), false);
+    }
+    let mut kept = &bytes[..bytes.len().min(cap)];
+    // Do not split a character at the cut.
+    if let Err(e) = std::str::from_utf8(kept)
+        && e.error_len().is_none()
+    {
+        kept = &kept[..e.valid_up_to()];
+    }
+    let mut line = gutter_line(n, kept, lossy);
+    line.pop();
+    line.push_str(&format!(
+        " [… line cut: {} more bytes{hint}]\n",
+        thousands(full_len.saturating_sub(kept.len() as u64))
+    ));
+    (line, true)
+}
+
 /// The line being read and what is known about the file so far.
 struct Scan {
     /// Lines whose terminator has been consumed.
@@ -31,12 +69,14 @@ struct Scan {
     /// The kept head of the current line (window lines only).
     line: Vec<u8>,
     body: String,
+    /// Bytes the shown lines may take (the budget less the marker's room).
+    content: usize,
     shown_first: Option<u64>,
     shown_last: u64,
     crlf: bool,
     lossy: bool,
     cut_lines: u64,
-    /// The window stopped at the byte cap, before this line.
+    /// The window stopped at the budget, before this line.
     stopped_by_bytes: Option<u64>,
 }
 
@@ -52,56 +92,58 @@ impl Scan {
     }
 
     /// The current line is complete (terminator consumed, or end of file): show it if it fits.
+    /// A line that does not fit ends the window, unless it is the window's first: that one is
+    /// cut to fit, so every read moves on.
     fn finish_line(&mut self) {
         let n = self.current();
-        let full_len = self.pending;
+        let mut full_len = self.pending;
         let mut bytes = std::mem::take(&mut self.line);
         if bytes.last() == Some(&b'\r') && full_len as usize == bytes.len() {
             bytes.pop();
+            full_len -= 1;
             self.crlf = true;
         }
-        let mut cut = None;
-        if bytes.len() > MAX_LINE_BYTES {
-            bytes.truncate(MAX_LINE_BYTES);
-            // Do not split a character at the cut.
-            if let Err(e) = std::str::from_utf8(&bytes)
-                && e.error_len().is_none()
-            {
-                bytes.truncate(e.valid_up_to());
+        // Only a line that is shown may mark the read as lossy.
+        let mut lossy = false;
+        let (mut line, mut cut) = numbered_line(
+            n,
+            &bytes,
+            full_len,
+            MAX_LINE_BYTES,
+            LINE_CUT_HINT,
+            &mut lossy,
+        );
+        if self.body.len() + line.len() > self.content {
+            if self.shown_first.is_some() {
+                self.stopped_by_bytes = Some(n);
+                self.done += 1;
+                self.pending = 0;
+                return;
             }
-            cut = Some(full_len.saturating_sub(bytes.len() as u64));
-            self.cut_lines += 1;
+            let room = self
+                .content
+                .saturating_sub(gutter_width(n) + CUT_NOTE_RESERVE);
+            (line, cut) = numbered_line(n, &bytes, full_len, room, LINE_CUT_HINT, &mut lossy);
+            // Cut to fit: this read ends with it.
+            self.content = self.body.len() + line.len();
         }
-        let mut line = gutter_line(n, &bytes, &mut self.lossy);
-        if let Some(more) = cut {
-            line.pop();
-            line.push_str(&format!(
-                " [… line cut: {} more bytes; see it whole with run_command, e.g. `cut -c` or `fold`]\n",
-                thousands(more)
-            ));
-        }
-        if self.body.len() + line.len() > MAX_READ_BYTES && self.shown_first.is_some() {
-            self.stopped_by_bytes = Some(n);
-        } else {
-            if self.body.len() + line.len() > MAX_READ_BYTES {
-                let keep = floor_char_boundary(&line, MAX_READ_BYTES);
-                line.truncate(keep);
-            }
-            self.body.push_str(&line);
-            self.shown_first.get_or_insert(n);
-            self.shown_last = n;
-        }
+        self.cut_lines += u64::from(cut);
+        self.lossy |= lossy;
+        self.body.push_str(&line);
+        self.shown_first.get_or_insert(n);
+        self.shown_last = n;
         self.done += 1;
         self.pending = 0;
     }
 }
 
-/// Read lines `offset..offset+limit` of a text stream of `size` bytes.
+/// Read lines `offset..offset+limit` of a text stream of `size` bytes, within `budget`.
 pub fn read_text<R: BufRead>(
     mut reader: R,
     offset: u64,
     limit: u64,
     size: u64,
+    budget: Budget,
 ) -> io::Result<Result<Section, String>> {
     let offset = offset.max(1);
     let end = offset.saturating_add(limit.max(1)); // first line not in the window
@@ -110,6 +152,7 @@ pub fn read_text<R: BufRead>(
         pending: 0,
         line: Vec::new(),
         body: String::new(),
+        content: budget.content(),
         shown_first: None,
         shown_last: 0,
         crlf: false,
@@ -213,15 +256,11 @@ pub fn read_text<R: BufRead>(
         summary.push_str("; not valid UTF-8: undecodable bytes shown as U+FFFD");
     }
     if s.cut_lines > 0 {
-        summary.push_str(&format!(
-            "; {} long line(s) cut at {} bytes",
-            s.cut_lines,
-            thousands(MAX_LINE_BYTES as u64)
-        ));
+        summary.push_str(&format!("; {} long line(s) cut", s.cut_lines));
     }
     if last < total {
         let why = if s.stopped_by_bytes.is_some() {
-            format!("the {} per-read cap", human_size(MAX_READ_BYTES as u64))
+            budget.why()
         } else {
             "the limit".to_string()
         };
@@ -249,9 +288,25 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn read(text: &[u8], offset: u64, limit: u64) -> Result<Section, String> {
+        read_within(text, offset, limit, Budget::CAP)
+    }
+
+    fn read_within(
+        text: &[u8],
+        offset: u64,
+        limit: u64,
+        budget: Budget,
+    ) -> Result<Section, String> {
         // A tiny buffer exercises lines that straddle buffer refills.
         let reader = io::BufReader::with_capacity(7, text);
-        read_text(reader, offset, limit, text.len() as u64).unwrap()
+        read_text(reader, offset, limit, text.len() as u64, budget).unwrap()
+    }
+
+    fn budget(bytes: usize) -> Budget {
+        Budget {
+            bytes,
+            bound: super::super::Bound::Result,
+        }
     }
 
     #[test]
@@ -311,12 +366,63 @@ mod tests {
         let line = "y".repeat(1000);
         let text = format!("{line}\n").repeat(3000);
         let s = read(text.as_bytes(), 1, 3000).unwrap();
-        assert!(s.body.len() <= MAX_READ_BYTES + 200);
+        assert!(s.body.len() <= super::super::MAX_READ_BYTES);
         let shown = s.body.lines().filter(|l| l.contains('\t')).count() as u64;
         assert!(
             s.body
                 .contains(&format!("continue with offset={}", shown + 1))
         );
         assert!(s.body.contains("per-read cap"), "{}", s.summary);
+    }
+
+    #[test]
+    fn pages_within_a_budget_stop_at_lines_and_cover_every_line_once() {
+        let text: String = (1..=700)
+            .map(|i| format!("line {i} {}\n", "ab".repeat(i % 37)))
+            .collect();
+        for bytes in [400, 1000, 4096] {
+            let mut offset = 1;
+            let mut seen = Vec::new();
+            loop {
+                let s = read_within(text.as_bytes(), offset, 2000, budget(bytes)).unwrap();
+                assert!(s.body.len() <= bytes, "{bytes}: {} bytes", s.body.len());
+                for l in s.body.lines().filter(|l| !l.starts_with('[')) {
+                    let (n, rest) = l.trim_start().split_once('\t').unwrap();
+                    seen.push(n.parse::<usize>().unwrap());
+                    assert!(rest.starts_with(&format!("line {n} ")), "{l}");
+                }
+                match s.body.rsplit_once("continue with offset=") {
+                    Some((_, next)) => {
+                        assert!(s.body.contains("the result budget"), "{}", s.body);
+                        offset = next.trim_end_matches("]\n").parse().unwrap();
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(seen, (1..=700).collect::<Vec<_>>(), "budget {bytes}");
+        }
+    }
+
+    #[test]
+    fn a_first_line_over_the_budget_is_cut_to_it_and_the_next_read_moves_on() {
+        let text = format!("{}\nafter\n", "é".repeat(3000));
+        let s = read_within(text.as_bytes(), 1, 10, budget(1000)).unwrap();
+        assert!(s.body.len() <= 1000, "{}", s.body.len());
+        assert!(s.body.starts_with("     1\té"), "{}", s.body);
+        assert!(
+            s.body
+                .contains(" more bytes; see it whole with run_command"),
+            "{}",
+            s.body
+        );
+        assert!(s.body.ends_with("continue with offset=2]\n"), "{}", s.body);
+        assert!(s.summary.contains("1 long line(s) cut"), "{}", s.summary);
+        assert!(
+            !s.body.contains('\u{fffd}'),
+            "a character was split: {}",
+            s.body
+        );
+        let s = read_within(text.as_bytes(), 2, 10, budget(1000)).unwrap();
+        assert_eq!(s.body, "     2\tafter\n");
     }
 }
