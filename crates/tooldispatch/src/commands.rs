@@ -90,10 +90,11 @@ async fn dispatch(
     let mut request = RoundRequest::new(session, run, common.provider, calls);
     request.client_tools = client_tools(common)?;
     request.exclude = common.exclude.clone();
-    // Ctrl-C cancels the round: running calls are stopped and nothing is committed.
+    // Ctrl-C, SIGTERM (an orchestrator stopping us) and SIGHUP (the terminal closed) cancel
+    // the round: running calls are stopped, their process groups killed, nothing committed.
     let cancel = request.cancel.clone();
     let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if stop_requested().await {
             cancel.cancel();
         }
     });
@@ -122,5 +123,22 @@ fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {
         crate::print_line(&outcome.report().to_string());
     } else {
         crate::print_line(&Value::Array(outcome.render(provider)).to_string());
+    }
+}
+
+/// Resolves when the user or the system asks the process to stop; `false` when no signal can
+/// be watched (then the round simply runs to its end).
+async fn stop_requested() -> bool {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return tokio::signal::ctrl_c().await.is_ok();
+    };
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted.is_ok(),
+        _ = term.recv() => true,
+        _ = hup.recv() => true,
     }
 }

@@ -141,3 +141,83 @@ fn a_round_killed_mid_write_reports_the_call_interrupted_and_never_reruns_it() {
     let starts = std::fs::read_to_string(&marker).unwrap();
     assert_eq!(starts.lines().count(), 1, "{starts}");
 }
+
+/// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn sigterm_cancels_the_round_and_stops_its_command() {
+    let td = Td::new();
+    let marker = td.workdir().join("child.txt");
+    let _cleanup = KillOnDrop(marker.clone());
+    td.round("s", "r1", &[], &select("c1", "run_command"));
+    let reply = openai(&[(
+        "w1",
+        "run_tool",
+        run_tool(
+            "run_command",
+            json!({"argv": ["sh", "-c", "sleep 30 & echo $! >> child.txt; wait"]}),
+        ),
+    )]);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tooldispatch"))
+        .args([
+            "round",
+            "--session",
+            "s",
+            "--run",
+            "r1",
+            "--approve",
+            "all",
+            "--workdir",
+        ])
+        .arg(td.workdir())
+        .arg("--store")
+        .arg(format!("sqlite:{}", td.store_path().display()))
+        .env("XDG_DATA_HOME", td.data_dir())
+        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
+        .env_remove("TOOLDISPATCH_STORE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(reply.as_bytes())
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&marker).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sleeper = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cancelled"), "{stderr}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ended(&sleeper) {
+        assert!(
+            Instant::now() < deadline,
+            "the command's child {sleeper} outlived the round"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
