@@ -374,12 +374,21 @@ async fn read(
                     "there is no version {id}; file_history(mode=list) shows the recorded versions"
                 ))
             })?;
+        // The stored path is resolved again, as restore_file does: a directory on it may
+        // have become a symlink out of the work directory since the version was recorded.
         let path = PathBuf::from(&v.path);
-        if !path.starts_with(confine.root()) {
+        let resolved = confine.resolve(&v.path).map_err(|e| {
+            ToolError::failed(format!(
+                "version {id} is of {}, which cannot be read here: {e}",
+                v.path
+            ))
+        })?;
+        if resolved != path {
             return Err(ToolError::failed(format!(
-                "version {id} is of {}, outside the work directory {}",
+                "version {id} is of {}, which now resolves to {} (a symlink or another work \
+                 directory); file_history will not diff through it",
                 v.path,
-                confine.root().display()
+                resolved.display()
             )));
         }
         if !paths.is_empty() && !paths.contains(&path) {

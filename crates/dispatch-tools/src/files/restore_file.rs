@@ -380,10 +380,17 @@ async fn restore_one(recorder: &Recorder, job: &Job) -> Result<(String, bool), T
     let (current, target, trash_meta) = blocking(move || {
         let current = read_existing(&file, &shown, MAX_SNAPSHOT_FILE_BYTES)?;
         let target = version_bytes(&wanted, data_dir.as_deref()).map_err(ToolError::failed)?;
+        // Permissions come from our own trash copy only (write.rs keeps at most 0o7777).
         let trash_meta = wanted
             .trash_path
             .as_deref()
-            .and_then(|t| std::fs::metadata(t).ok());
+            .map(Path::new)
+            .filter(|t| {
+                data_dir
+                    .as_deref()
+                    .is_some_and(|d| super::write::is_trash_file(d, t))
+            })
+            .and_then(|t| std::fs::symlink_metadata(t).ok());
         Ok((current, target, trash_meta))
     })
     .await?;

@@ -141,7 +141,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], keep: Option<&Metadata>) -> io::R
         file.write_all(bytes)?;
         if let Some(meta) = keep {
             // The umask applied at creation; the old file's bits are what the user chose.
-            file.set_permissions(Permissions::from_mode(meta.mode() & 0o7777))?;
+            file.set_permissions(Permissions::from_mode(meta.mode() & 0o777))?;
             let mine = file.metadata()?;
             if mine.uid() != meta.uid() || mine.gid() != meta.gid() {
                 // Only root may give a file away; otherwise the new owner is us.
@@ -210,6 +210,16 @@ pub fn trash_dir(data_dir: &Path) -> io::Result<PathBuf> {
         fs::set_permissions(&dir, Permissions::from_mode(0o700))?;
     }
     Ok(dir)
+}
+
+/// Whether `path` names a file directly inside `data_dir`'s trash: one plain name under the
+/// trash directory, so a stored `trash/../../etc/passwd` is not trusted.
+pub fn is_trash_file(data_dir: &Path, path: &Path) -> bool {
+    path.parent() == Some(data_dir.join(TRASH_DIR).as_path())
+        && matches!(
+            path.components().next_back(),
+            Some(std::path::Component::Normal(_))
+        )
 }
 
 /// What [`sweep_trash`] dropped.
@@ -459,8 +469,7 @@ pub fn version_bytes(v: &FileVersion, data_dir: Option<&Path>) -> Result<Option<
     };
     let trash = Path::new(trash);
     // The history names the file; only a file in our own trash is trusted to read back.
-    let in_trash = data_dir.is_some_and(|d| trash.starts_with(d.join(TRASH_DIR)));
-    if !in_trash {
+    if !data_dir.is_some_and(|d| is_trash_file(d, trash)) {
         return Err(format!(
             "version {}'s copy {} is not in this dispatcher's trash",
             v.id,
@@ -568,6 +577,20 @@ mod tests {
 #[cfg(test)]
 mod sweep_tests {
     use super::*;
+
+    #[test]
+    fn only_plain_names_inside_the_trash_are_trusted() {
+        let data = Path::new("/data");
+        assert!(is_trash_file(data, Path::new("/data/trash/1-2-3-a.txt")));
+        assert!(!is_trash_file(
+            data,
+            Path::new("/data/trash/../../etc/passwd")
+        ));
+        assert!(!is_trash_file(data, Path::new("/data/trash/sub/a.txt")));
+        assert!(!is_trash_file(data, Path::new("/data/trash")));
+        assert!(!is_trash_file(data, Path::new("/elsewhere/trash/a.txt")));
+        assert!(!is_trash_file(data, Path::new("/data/trash/..")));
+    }
 
     #[test]
     fn the_sweep_drops_old_trash_by_the_time_in_its_name_only() {

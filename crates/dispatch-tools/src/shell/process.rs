@@ -305,7 +305,9 @@ fn check_pass_env(pass: Option<&[String]>) -> Result<Vec<PassName>, ToolError> {
 }
 
 /// Words of a variable name that mark it as a secret (the name is split at `_`).
-const SECRET_WORDS: &[&str] = &["KEY", "KEYS", "AUTH", "PASS", "PAT", "PW", "PWD"];
+const SECRET_WORDS: &[&str] = &[
+    "KEY", "KEYS", "AUTH", "PASS", "PAT", "PW", "PWD", "JWT", "DSN", "WEBHOOK",
+];
 /// Fragments anywhere in a name that mark it as a secret.
 const SECRET_FRAGMENTS: &[&str] = &[
     "TOKEN",
@@ -318,6 +320,22 @@ const SECRET_FRAGMENTS: &[&str] = &[
     "ACCESSKEY",
     "PRIVATEKEY",
     "COOKIE",
+    "CONNECTION_STRING",
+    "CONNECTIONSTRING",
+];
+/// Value prefixes of well-known API keys, whatever the variable is called.
+const SECRET_VALUE_PREFIXES: &[&str] = &[
+    "sk-",
+    "sk_live_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "AKIA",
+    "AIza",
 ];
 /// Prefixes of whole families of credentials.
 const SECRET_PREFIXES: &[&str] = &["AWS_", "AZURE_", "GCP_", "GOOGLE_"];
@@ -335,6 +353,9 @@ pub fn looks_secret(name: &str, value: &str) -> bool {
         || SECRET_FRAGMENTS.iter().any(|f| upper.contains(f))
         || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
         || url_with_userinfo(value)
+        || SECRET_VALUE_PREFIXES
+            .iter()
+            .any(|p| value.starts_with(p) && value.len() >= p.len() + 16)
 }
 
 fn url_with_userinfo(value: &str) -> bool {
@@ -716,6 +737,14 @@ mod tests {
             ("MONKEY_COUNT", "3"),
             ("LANG", "C.UTF-8"),
             ("MY_API_TOKEN", "t"),
+            ("CI_JOB_JWT", "eyJ"),
+            ("STORAGE_CONNECTION_STRING", "AccountKey=x"),
+            ("SENTRY_DSN", "https://k@o.ingest.sentry.io/1"),
+            (
+                "SLACK_WEBHOOK_URL",
+                "https://hooks.slack.com/services/T/B/x",
+            ),
+            ("HARMLESS_LOOKING", "ghp_0123456789abcdefABCDEF0123"),
             ("GITHUB_TOKEN", "t"),
             ("OPENAI_API_KEY", "k"),
             ("ANTHROPIC_API_KEY", "k"),
@@ -753,17 +782,22 @@ mod tests {
                 "ANTHROPIC_API_KEY",
                 "AWS_ACCESS_KEY_ID",
                 "AWS_REGION",
+                "CI_JOB_JWT",
                 "CLIENT_SECRET",
                 "DATABASE_URL",
                 "DB_PASSWORD",
                 "GH_PAT",
                 "GITHUB_TOKEN",
                 "GOOGLE_APPLICATION_CREDENTIALS",
+                "HARMLESS_LOOKING",
                 "MY_API_TOKEN",
                 "NPM_CONFIG__AUTH",
                 "OPENAI_API_KEY",
+                "SENTRY_DSN",
                 "SIGNING_KEYS",
+                "SLACK_WEBHOOK_URL",
                 "SSH_AUTH_SOCK",
+                "STORAGE_CONNECTION_STRING",
                 "STRIPE_KEY",
                 "db_pass",
             ]
