@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dispatch_store::{
-    DedupeEntry, ErrorMemory, FileHistory, JournalEntry, PendingTask, RecordedCall, ResultCache,
-    RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, Todo, TranscriptEntry,
-    TranscriptMessage,
+    ChatHistory, DedupeEntry, ErrorMemory, FileHistory, JournalEntry, PendingTask, RecordedCall,
+    ResultCache, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, Todo,
+    TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -99,6 +99,8 @@ pub struct Engine {
     pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
     /// File history handed to tools.
     pub(crate) file_history: Option<Arc<dyn FileHistory>>,
+    /// Chat history handed to tools.
+    pub(crate) chat_history: Option<Arc<dyn ChatHistory>>,
     /// Where the secret values to redact come from.
     pub(crate) secret_values: Option<Arc<dyn SecretValues>>,
 }
@@ -331,6 +333,7 @@ impl Engine {
             error_memory: None,
             result_cache: None,
             file_history: None,
+            chat_history: None,
             secret_values: None,
         })
     }
@@ -352,6 +355,12 @@ impl Engine {
     /// restore_file).
     pub fn with_file_history(mut self, history: Arc<dyn FileHistory>) -> Self {
         self.file_history = Some(history);
+        self
+    }
+
+    /// Let tools search and list the sessions' history here (chat_history).
+    pub fn with_chat_history(mut self, history: Arc<dyn ChatHistory>) -> Self {
+        self.chat_history = Some(history);
         self
     }
 

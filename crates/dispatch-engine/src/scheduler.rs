@@ -113,6 +113,8 @@ impl RoundCx<'_> {
             cancel: CancellationToken::new(),
             cache: engine.result_cache.clone(),
             file_history: engine.file_history.clone(),
+            error_memory: engine.error_memory.clone(),
+            chat_history: engine.chat_history.clone(),
             result_budget: engine.config.result_budget,
         };
         Job {

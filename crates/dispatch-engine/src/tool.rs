@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use dispatch_store::{CacheScope, FileHistory, ResultCache, Todo};
+use dispatch_store::{CacheScope, ChatHistory, ErrorMemory, FileHistory, ResultCache, Todo};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -108,6 +108,10 @@ pub struct ToolContext {
     /// restore_file); `None` when the engine has none, and then those tools refuse to change
     /// files rather than change them without a way back.
     pub file_history: Option<Arc<dyn FileHistory>>,
+    /// The error memory (write_error, error_history); `None` when the engine has none.
+    pub error_memory: Option<Arc<dyn ErrorMemory>>,
+    /// The session transcripts as searchable history (chat_history); `None` when none.
+    pub chat_history: Option<Arc<dyn ChatHistory>>,
     /// The bytes of result text pass 3 keeps before shaping (head, tail and error lines, the
     /// rest spilled). A tool that can page (read_files) fits its answer to it instead.
     pub result_budget: usize,

@@ -42,6 +42,8 @@ impl Harness {
         )
         .unwrap()
         .with_file_history(store.clone())
+        .with_chat_history(store.clone())
+        .with_error_memory(store.clone())
         .with_result_cache(store.clone());
         Harness {
             engine,

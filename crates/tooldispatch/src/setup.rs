@@ -98,6 +98,7 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         .with_error_memory(store.clone())
         .with_result_cache(store.clone())
         .with_file_history(store.clone())
+        .with_chat_history(store.clone())
         .with_secret_values(Arc::new(StoredSecrets(store)));
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
