@@ -46,7 +46,7 @@ Read only what you need.
 3. Batch: put every file you need into one read_files call instead of one call per file.
 4. Don't re-read a file that has not changed; an identical read returns the earlier result anyway. After edit_file, read only the edited region to verify it.
 5. For a large file you don't know, read the head (limit 80) to learn its structure, then jump to the part you need.
-6. Long tool results are cut. The notice at the top gives the full size and the path of a file holding the whole text: read that file with offset/limit instead of repeating the call.
+6. read_files fits each answer to the result budget: a cut-off file ends with the offset to continue from. Other long results are cut with a notice at the top giving the full size and the path of a file holding the whole text: read that file with read_files and offset instead of repeating the call.
 7. Stop reading once you can answer, and cite paths with line numbers.";
 
 const RAG_WEB: &str = "\
