@@ -143,7 +143,10 @@ fn tool_of(message: &TranscriptMessage) -> String {
 fn snippet(text: &str, query: &[String]) -> String {
     let mut start = None;
     let mut word_start = None;
-    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
         let in_word = c.is_alphanumeric() || c == '_';
         match (in_word, word_start) {
             (true, None) => word_start = Some(i),
@@ -162,7 +165,11 @@ fn snippet(text: &str, query: &[String]) -> String {
     let head: String = before.into_iter().rev().collect();
     let tail: String = text[at..].chars().take(140).collect();
     let lead = if head.len() < at { "…" } else { "" };
-    let trail = if at + tail.len() < text.len() { "…" } else { "" };
+    let trail = if at + tail.len() < text.len() {
+        "…"
+    } else {
+        ""
+    };
     format!("{lead}{}{trail}", clip(&format!("{head}{tail}"), 400))
 }
 
@@ -217,7 +224,11 @@ impl Tool for ChatHistoryTool {
                     range.label()
                 );
                 for r in &runs {
-                    let current = if *r.run == *cx.run_id { " (this run)" } else { "" };
+                    let current = if *r.run == *cx.run_id {
+                        " (this run)"
+                    } else {
+                        ""
+                    };
                     text.push_str(&format!(
                         "\n{}{current} rounds={} calls={} first={} ago last={} ago",
                         r.run,

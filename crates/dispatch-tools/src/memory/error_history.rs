@@ -159,7 +159,10 @@ impl Tool for ErrorHistory {
             .as_deref()
             .map(str::trim)
             .filter(|t| !t.is_empty());
-        let limit = args.limit.map_or(DEFAULT_LIMIT, |l| l as usize).clamp(1, 16);
+        let limit = args
+            .limit
+            .map_or(DEFAULT_LIMIT, |l| l as usize)
+            .clamp(1, 16);
         let records = memory
             .error_search(tool, &keyword, limit)
             .await
