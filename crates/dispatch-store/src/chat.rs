@@ -60,6 +60,10 @@ pub trait ChatHistory: Send + Sync {
         since_ms: Option<u64>,
         limit: usize,
     ) -> StoreResult<Vec<RunSummary>>;
+
+    /// The messages of one run of `session`, in commit order, at most the first `limit`
+    /// (`chat_history(mode=read)`). An unknown run, or a run of another session, is empty.
+    async fn chat_read(&self, session: &str, run: &str, limit: usize) -> StoreResult<Vec<ChatHit>>;
 }
 
 /// The words of `text`: runs of letters, digits and `_`, lower-cased, in order (repeats kept).
@@ -126,6 +130,23 @@ pub fn search_scan<'a>(
         .rev()
         .filter(|(_, at, _)| since_ms.is_none_or(|s| *at >= s))
         .filter(|(_, _, e)| matches(&query, &e.message))
+        .take(limit)
+        .map(|(seq, at_ms, entry)| ChatHit {
+            seq,
+            at_ms,
+            entry: entry.clone(),
+        })
+        .collect()
+}
+
+/// One run's messages of a transcript held as `(seq, at_ms, entry)` in commit order.
+pub fn read_scan<'a>(
+    entries: impl Iterator<Item = (u64, u64, &'a TranscriptEntry)>,
+    run: &str,
+    limit: usize,
+) -> Vec<ChatHit> {
+    entries
+        .filter(|(_, _, e)| e.run == run)
         .take(limit)
         .map(|(seq, at_ms, entry)| ChatHit {
             seq,

@@ -292,6 +292,48 @@ async fn runs_are_listed_most_recent_first_with_counts(f: Fixture) {
     );
 }
 
+async fn a_run_is_read_in_commit_order_within_its_session(f: Fixture) {
+    exchange(&f, "r1", 1, "calculate", "{\"e\":\"1+1\"}", "2").await;
+    exchange(&f, "r2", 1, "calculate", "{}", "other run").await;
+    f.clock.advance(1_000);
+    exchange(&f, "r1", 2, "read_files", "{}", "contents").await;
+    let mut elsewhere = round("s2", "r1", 1);
+    elsewhere.transcript = vec![result("r1", 1, "calculate", "other session")];
+    f.store.commit_round(elsewhere).await.unwrap();
+
+    let hits = f.store.chat_read("s1", "r1", 10).await.unwrap();
+    assert_eq!(texts(&hits), ["{\"e\":\"1+1\"}", "2", "{}", "contents"]);
+    assert_eq!(
+        hits.iter().map(|h| h.entry.round).collect::<Vec<_>>(),
+        [1, 1, 2, 2]
+    );
+    assert!(hits.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(hits[3].at_ms, START_MS + 1_000);
+    assert_eq!(
+        texts(&f.store.chat_read("s1", "r1", 2).await.unwrap()),
+        ["{\"e\":\"1+1\"}", "2"]
+    );
+    assert!(f.store.chat_read("s1", "r1", 0).await.unwrap().is_empty());
+    assert!(
+        f.store
+            .chat_read("s1", "nope", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        f.store
+            .chat_read("nobody", "r1", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        texts(&f.store.chat_read("s2", "r1", 10).await.unwrap()),
+        ["other session"]
+    );
+}
+
 macro_rules! suite {
     ($backend:ident, $open:path) => {
         suite!($backend, $open, skip_if false);
@@ -302,6 +344,7 @@ macro_rules! suite {
                 search_needs_every_word_whole_and_lists_newest_first,
                 search_honours_time_session_and_hostile_queries,
                 runs_are_listed_most_recent_first_with_counts,
+                a_run_is_read_in_commit_order_within_its_session,
             );
         }
     };

@@ -99,6 +99,26 @@ impl crate::chat::ChatHistory for MemoryStore {
             limit,
         ))
     }
+
+    async fn chat_read(
+        &self,
+        session: &str,
+        run: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::chat::ChatHit>> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Vec::new());
+        };
+        let entries = stored.transcript.iter().zip(&stored.transcript_at);
+        Ok(crate::chat::read_scan(
+            entries
+                .enumerate()
+                .map(|(i, (e, at))| (i as u64 + 1, *at, e)),
+            run,
+            limit,
+        ))
+    }
 }
 
 #[path = "memory_cache.rs"]

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::{RedisStore, backend, from_json};
-use crate::chat::{ChatHistory, ChatHit, RunSummary, runs_scan, search_scan};
+use crate::chat::{ChatHistory, ChatHit, RunSummary, read_scan, runs_scan, search_scan};
 use crate::{StoreResult, TranscriptEntry};
 
 /// How many of a session's newest transcript messages a search or listing reads.
@@ -98,6 +98,18 @@ impl ChatHistory for RedisStore {
         Ok(runs_scan(
             entries.iter().map(|(seq, at, e)| (*seq, *at, e)),
             since_ms,
+            limit,
+        ))
+    }
+
+    async fn chat_read(&self, session: &str, run: &str, limit: usize) -> StoreResult<Vec<ChatHit>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let entries = self.stamped_transcript(session).await?;
+        Ok(read_scan(
+            entries.iter().map(|(seq, at, e)| (*seq, *at, e)),
+            run,
             limit,
         ))
     }

@@ -94,4 +94,33 @@ impl ChatHistory for SqliteStore {
         })
         .await
     }
+
+    async fn chat_read(&self, session: &str, run: &str, limit: usize) -> StoreResult<Vec<ChatHit>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (session, run) = (session.to_string(), run.to_string());
+        self.run(format!("read run {run} of {session}"), move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, at_ms, run, round, in_tools, message FROM transcript
+                 WHERE session = ?1 AND run = ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let mut rows = stmt.query(params![session, run, limit_i64(limit)])?;
+            let mut hits = Vec::new();
+            while let Some(row) = rows.next()? {
+                hits.push(ChatHit {
+                    seq: to_u64(row.get(0)?, "transcript seq")?,
+                    at_ms: to_u64(row.get(1)?, "transcript time")?,
+                    entry: TranscriptEntry {
+                        run: row.get(2)?,
+                        round: to_u64(row.get(3)?, "transcript round")?,
+                        in_tools: row.get(4)?,
+                        message: from_json(&row.get::<_, String>(5)?, "transcript message")?,
+                    },
+                });
+            }
+            Ok(hits)
+        })
+        .await
+    }
 }

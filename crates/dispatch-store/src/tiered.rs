@@ -383,6 +383,10 @@ impl ChatHistory for TieredStore {
     ) -> StoreResult<Vec<RunSummary>> {
         tiered!(self, |s| s.chat_runs(session, since_ms, limit).await)
     }
+
+    async fn chat_read(&self, session: &str, run: &str, limit: usize) -> StoreResult<Vec<ChatHit>> {
+        tiered!(self, |s| s.chat_read(session, run, limit).await)
+    }
 }
 
 /// File history stays with the files (DESIGN §7): always the local store, never Redis.

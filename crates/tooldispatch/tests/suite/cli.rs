@@ -48,7 +48,7 @@ fn quick_start_select_then_run_tool_calculates_in_openai_format() {
                 }
             }],
             "query": "select:calculate",
-            "total_tools": 13
+            "total_tools": 16
         })
     );
 
@@ -400,13 +400,19 @@ fn declared(name: &str, provider: Provider, stub: bool) -> Value {
 fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
     let td = Td::new();
     let out = td.tools("s", &["--provider", "openai"]);
-    let core = ["find_tools", "reasoning_guide", "run_tool", "write_todo"];
+    let core = [
+        "chat_history",
+        "find_tools",
+        "reasoning_guide",
+        "run_tool",
+        "write_todo",
+    ];
     assert_eq!(
         out,
         json!({
             "tools": core.map(|n| declared(n, Provider::OpenAi, false)),
             "turn_context": format!(
-                "Work directory: {}\nTools (call through run_tool): background_command, calculate, edit_file, file_history, find_files, read_files, reasoning_guide, remove_file, restore_file, run_command, write_todo",
+                "Work directory: {}\nTools (call through run_tool): background_command, calculate, chat_history, edit_file, error_history, file_history, find_files, read_files, reasoning_guide, remove_file, restore_file, run_command, write_error, write_todo",
                 td.workdir().display()
             )
         })
@@ -429,7 +435,9 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
         let mut tools = vec![declared("calculate", Provider::ClaudeCode, calculate_stub)];
         for name in [
             "background_command",
+            "chat_history",
             "edit_file",
+            "error_history",
             "file_history",
             "find_files",
             "find_tools",
@@ -438,6 +446,7 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
             "remove_file",
             "restore_file",
             "run_command",
+            "write_error",
             "write_todo",
         ] {
             tools.push(declared(name, Provider::ClaudeCode, name != "find_tools"));
@@ -561,6 +570,7 @@ fn client_tools_are_handed_back_and_left_out_of_the_wire_output() {
     assert_eq!(
         names,
         [
+            "chat_history",
             "find_tools",
             "reasoning_guide",
             "run_tool",
