@@ -8,6 +8,7 @@ use serde_json::Value;
 
 pub mod files;
 pub mod math;
+pub mod output;
 pub mod planning;
 pub mod shell;
 #[cfg(test)]
@@ -53,6 +54,7 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
     registry.register(std::sync::Arc::new(shell::RunCommand::new()))?;
     registry.register(std::sync::Arc::new(shell::BackgroundCommand::new()))?;
+    registry.register(std::sync::Arc::new(output::WriteResult::new()))?;
     Ok(registry)
 }
 
