@@ -55,6 +55,7 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(shell::RunCommand::new()))?;
     registry.register(std::sync::Arc::new(shell::BackgroundCommand::new()))?;
     registry.register(std::sync::Arc::new(output::WriteResult::new()))?;
+    registry.register(std::sync::Arc::new(output::HtmlTemplate::new()))?;
     Ok(registry)
 }
 

@@ -2,6 +2,8 @@
 //! under the session's own data directory (never the work directory), so they need no
 //! confirmation and do not disturb the file tools' dedupe.
 
+mod html_template;
 mod write_result;
 
+pub use html_template::HtmlTemplate;
 pub use write_result::WriteResult;
