@@ -311,6 +311,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn without_a_data_directory_the_call_fails_plainly() {
+        let workdir = tempfile::tempdir().unwrap();
+        let store = dispatch_store::open("memory:").unwrap();
+        let config = dispatch_engine::EngineConfig::new(workdir.path().canonicalize().unwrap());
+        assert!(config.data_dir.is_none());
+        let engine = dispatch_engine::Engine::new(
+            crate::builtin_registry().unwrap(),
+            store,
+            std::sync::Arc::new(dispatch_engine::Headless),
+            config,
+        )
+        .unwrap();
+        let out = engine
+            .round(dispatch_engine::RoundRequest::new(
+                "s1",
+                "r1",
+                dispatch_engine::Provider::OpenAi,
+                vec![call("c1", "write_result", json!({"content": "x"}))],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(out.results[0].status, Status::Failed);
+        assert!(
+            out.results[0]
+                .content
+                .contains("no data directory, so results cannot be saved"),
+            "{}",
+            out.results[0].content
+        );
+        assert_eq!(fs::read_dir(workdir.path()).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
     async fn invalid_json_is_refused_with_line_and_column() {
         let h = Harness::new();
         let (status, text) = write(
