@@ -9,6 +9,7 @@ use serde_json::Value;
 pub mod files;
 pub mod math;
 pub mod memory;
+pub mod output;
 pub mod planning;
 pub mod shell;
 #[cfg(test)]
@@ -57,6 +58,8 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(memory::WriteError::new()))?;
     registry.register(std::sync::Arc::new(memory::ErrorHistory::new()))?;
     registry.register(std::sync::Arc::new(memory::ChatHistoryTool::new()))?;
+    registry.register(std::sync::Arc::new(output::WriteResult::new()))?;
+    registry.register(std::sync::Arc::new(output::HtmlTemplate::new()))?;
     Ok(registry)
 }
 

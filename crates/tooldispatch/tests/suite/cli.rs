@@ -48,7 +48,7 @@ fn quick_start_select_then_run_tool_calculates_in_openai_format() {
                 }
             }],
             "query": "select:calculate",
-            "total_tools": 16
+            "total_tools": 18
         })
     );
 
@@ -405,6 +405,7 @@ fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
         "find_tools",
         "reasoning_guide",
         "run_tool",
+        "write_result",
         "write_todo",
     ];
     assert_eq!(
@@ -412,7 +413,7 @@ fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
         json!({
             "tools": core.map(|n| declared(n, Provider::OpenAi, false)),
             "turn_context": format!(
-                "Work directory: {}\nTools (call through run_tool): background_command, calculate, chat_history, edit_file, error_history, file_history, find_files, read_files, reasoning_guide, remove_file, restore_file, run_command, write_error, write_todo",
+                "Work directory: {}\nTools (call through run_tool): background_command, calculate, chat_history, edit_file, error_history, file_history, find_files, html_template, read_files, reasoning_guide, remove_file, restore_file, run_command, write_error, write_result, write_todo",
                 td.workdir().display()
             )
         })
@@ -441,12 +442,14 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
             "file_history",
             "find_files",
             "find_tools",
+            "html_template",
             "read_files",
             "reasoning_guide",
             "remove_file",
             "restore_file",
             "run_command",
             "write_error",
+            "write_result",
             "write_todo",
         ] {
             tools.push(declared(name, Provider::ClaudeCode, name != "find_tools"));
@@ -574,6 +577,7 @@ fn client_tools_are_handed_back_and_left_out_of_the_wire_output() {
             "find_tools",
             "reasoning_guide",
             "run_tool",
+            "write_result",
             "write_todo",
             "open_browser"
         ]
