@@ -2,6 +2,7 @@ mod bench;
 mod cli;
 mod config;
 mod crash;
+mod files;
 mod replay;
 mod store;
 pub mod support;
