@@ -66,18 +66,9 @@ impl crate::chat::ChatHistory for MemoryStore {
         limit: usize,
     ) -> StoreResult<Vec<crate::chat::ChatHit>> {
         let state = self.state()?;
-        let Some(stored) = state.sessions.get(session) else {
-            return Ok(Vec::new());
-        };
-        let entries = stored.transcript.iter().zip(&stored.transcript_at);
-        Ok(crate::chat::search_scan(
-            entries
-                .enumerate()
-                .map(|(i, (e, at))| (i as u64 + 1, *at, e)),
-            query,
-            since_ms,
-            limit,
-        ))
+        Ok(state.sessions.get(session).map_or_else(Vec::new, |s| {
+            crate::chat::search_scan(s.stamped(), query, since_ms, limit)
+        }))
     }
 
     async fn chat_runs(
@@ -87,17 +78,9 @@ impl crate::chat::ChatHistory for MemoryStore {
         limit: usize,
     ) -> StoreResult<Vec<crate::chat::RunSummary>> {
         let state = self.state()?;
-        let Some(stored) = state.sessions.get(session) else {
-            return Ok(Vec::new());
-        };
-        let entries = stored.transcript.iter().zip(&stored.transcript_at);
-        Ok(crate::chat::runs_scan(
-            entries
-                .enumerate()
-                .map(|(i, (e, at))| (i as u64 + 1, *at, e)),
-            since_ms,
-            limit,
-        ))
+        Ok(state.sessions.get(session).map_or_else(Vec::new, |s| {
+            crate::chat::runs_scan(s.stamped(), since_ms, limit)
+        }))
     }
 
     async fn chat_read(
@@ -107,17 +90,21 @@ impl crate::chat::ChatHistory for MemoryStore {
         limit: usize,
     ) -> StoreResult<Vec<crate::chat::ChatHit>> {
         let state = self.state()?;
-        let Some(stored) = state.sessions.get(session) else {
-            return Ok(Vec::new());
-        };
-        let entries = stored.transcript.iter().zip(&stored.transcript_at);
-        Ok(crate::chat::read_scan(
-            entries
-                .enumerate()
-                .map(|(i, (e, at))| (i as u64 + 1, *at, e)),
-            run,
-            limit,
-        ))
+        Ok(state.sessions.get(session).map_or_else(Vec::new, |s| {
+            crate::chat::read_scan(s.stamped(), run, limit)
+        }))
+    }
+}
+
+impl SessionState {
+    /// The transcript as `(seq, committed at, entry)`, seq counting from 1 as in the other
+    /// backends.
+    fn stamped(&self) -> impl DoubleEndedIterator<Item = (u64, u64, &TranscriptEntry)> + '_ {
+        self.transcript
+            .iter()
+            .zip(&self.transcript_at)
+            .enumerate()
+            .map(|(i, (entry, at))| (i as u64 + 1, *at, entry))
     }
 }
 

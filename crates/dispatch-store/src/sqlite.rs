@@ -320,7 +320,7 @@ impl SessionStore for SqliteStore {
                     round: record.round,
                 });
             }
-            apply_round(&tx, &record, clamp_now(clock.now_ms()))?;
+            apply_round(&tx, &record, clamp_ms(clock.now_ms()))?;
             tx.commit()?;
             Ok(())
         })
@@ -709,7 +709,8 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
     Ok(())
 }
 
-fn clamp_now(ms: u64) -> i64 {
+/// A time in ms as SQLite's integer; past i64 (never, in practice) it saturates.
+fn clamp_ms(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 

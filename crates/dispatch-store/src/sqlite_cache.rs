@@ -5,7 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use super::{JobError, SqliteStore};
+use super::{JobError, SqliteStore, clamp_ms};
 use crate::StoreResult;
 use crate::cache::{CacheHit, CacheScope, ResultCache};
 
@@ -16,12 +16,6 @@ fn scope_text(scope: &CacheScope) -> String {
         CacheScope::Shared => "shared".to_string(),
         CacheScope::Session { session } => format!("session:{session}"),
     }
-}
-
-/// A time in SQLite's signed integers; a clock past `i64::MAX` ms is clamped rather than
-/// refused, since the cache only compares times.
-fn clamp_ms(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// A TTL in milliseconds, clamped the same way: longer than SQLite can count means "never".

@@ -31,7 +31,7 @@ fn refresh(tx: &rusqlite::Transaction<'_>, ids: &[String], now: i64) -> Result<(
 
 impl SqliteStore {
     fn now_i64(&self) -> Result<i64, crate::StoreError> {
-        Ok(i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX))
+        Ok(super::clamp_ms(self.clock.now_ms()))
     }
 
     /// Records selected by `sql` (which yields the `record` column and binds `?1` to now),

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, TransactionBehavior, params};
 
-use super::{JobError, SqliteStore, to_u64};
+use super::{JobError, SqliteStore, clamp_ms, to_u64};
 use crate::StoreResult;
 use crate::cache::ResultCache;
 use crate::maintenance::{EntryCounts, GcPolicy, GcReport, Maintenance, StoreStats, duration_ms};
@@ -31,10 +31,6 @@ fn by_expiry(conn: &Connection, table: &str, now: i64) -> Result<EntryCounts, Jo
         live: to_u64(live, "row count")?,
         expired: to_u64(expired, "row count")?,
     })
-}
-
-fn clamp_ms(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 impl SqliteStore {
