@@ -9,9 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::rules::{Rule, RuleKind, Rules, rule_subject};
-use crate::sensitive::{
-    ReadOnlyCommands, git_elsewhere, is_read_only_command, is_sensitive_path, path_args,
-};
+use crate::sensitive::{ReadOnlyCommands, is_read_only_command, is_sensitive_path, path_args};
 use crate::spec::{Gate, ToolSpec};
 
 /// How long a confirmation may wait for an answer before the call is declined.
@@ -208,17 +206,8 @@ impl GatePolicy {
                     Some(Value::Array(items)) => !items.is_empty(),
                     Some(_) => true,
                 });
-                // git run elsewhere than the work directory reads another repository's config,
-                // which can name programs to run (core.fsmonitor): not read-only.
-                let elsewhere = args
-                    .get("cwd")
-                    .and_then(Value::as_str)
-                    .is_some_and(|cwd| !matches!(cwd.trim(), "" | "." | "./"));
-                let git_elsewhere = git_elsewhere(&argv)
-                    || (elsewhere && argv.first().is_some_and(|p| p.ends_with("git")));
-                !sets_env
-                    && !git_elsewhere
-                    && is_read_only_command(&argv, network, &self.read_only_commands)
+                let cwd = args.get("cwd").and_then(Value::as_str);
+                !sets_env && is_read_only_command(&argv, network, cwd, &self.read_only_commands)
             }
             Gate::Ask | Gate::Destructive => false,
         };

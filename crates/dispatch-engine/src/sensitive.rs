@@ -254,7 +254,13 @@ const GIT_BOOLEAN_FLAGS: &[&str] = &[
 ];
 
 /// True when `argv` only reads: listed, no network, no sensitive path, no output file.
-pub fn is_read_only_command(argv: &[String], network: bool, list: &ReadOnlyCommands) -> bool {
+/// `cwd` is the call's working directory as the model wrote it (`None`: the work directory).
+pub fn is_read_only_command(
+    argv: &[String],
+    network: bool,
+    cwd: Option<&str>,
+    list: &ReadOnlyCommands,
+) -> bool {
     if network {
         return false;
     }
@@ -271,7 +277,7 @@ pub fn is_read_only_command(argv: &[String], network: bool, list: &ReadOnlyComma
         return false;
     }
     let rest = if bin == "git" {
-        if args.iter().any(|arg| is_git_output_flag(arg)) || git_elsewhere(argv) {
+        if args.iter().any(|arg| is_git_output_flag(arg)) || git_elsewhere(args, cwd) {
             return false;
         }
         match skip_git_global_flags(args) {
@@ -322,12 +328,13 @@ fn arg_leaves_workdir(arg: &str) -> bool {
     leaves(arg) || arg.split_once('=').is_some_and(|(_, value)| leaves(value))
 }
 
-/// Whether a git invocation reads a repository other than the work directory's own: `-C`,
-/// `--git-dir` and `--work-tree` pick one, and a repository's config can name programs that
-/// even read-only commands run (core.fsmonitor, diff.external).
-pub fn git_elsewhere(argv: &[String]) -> bool {
-    argv.first().and_then(|p| program_name(p)) == Some("git")
-        && argv[1..].iter().any(|arg| {
+/// Whether git (given its arguments after the program) reads a repository other than the work
+/// directory's own: `-C`, `--git-dir`, `--work-tree` or a `cwd` pick another one, and a
+/// repository's config can name programs that even read-only commands run (core.fsmonitor,
+/// diff.external).
+fn git_elsewhere(args: &[String], cwd: Option<&str>) -> bool {
+    cwd.is_some_and(|dir| !matches!(dir.trim(), "" | "." | "./"))
+        || args.iter().any(|arg| {
             arg == "-C"
                 || arg.starts_with("--git-dir")
                 || arg.starts_with("--work-tree")
@@ -456,7 +463,7 @@ mod tests {
     }
 
     fn read_only(words: &[&str]) -> bool {
-        is_read_only_command(&argv(words), false, &ReadOnlyCommands::default())
+        is_read_only_command(&argv(words), false, None, &ReadOnlyCommands::default())
     }
 
     fn flagged<'a>(paths: &[&'a str]) -> Vec<&'a str> {
@@ -641,8 +648,14 @@ mod tests {
     #[test]
     fn network_access_is_not_read_only() {
         let list = ReadOnlyCommands::default();
-        assert_eq!(is_read_only_command(&argv(&["ls"]), true, &list), false);
-        assert_eq!(is_read_only_command(&argv(&["ls"]), false, &list), true);
+        assert_eq!(
+            is_read_only_command(&argv(&["ls"]), true, None, &list),
+            false
+        );
+        assert_eq!(
+            is_read_only_command(&argv(&["ls"]), false, None, &list),
+            true
+        );
     }
 
     #[test]
@@ -669,6 +682,21 @@ mod tests {
             false
         );
         assert_eq!(read_only(&["git", "--no-pager", "log"]), true);
+        let list = ReadOnlyCommands::default();
+        let status = argv(&["git", "status"]);
+        assert!(!is_read_only_command(
+            &status,
+            false,
+            Some("fix/evil.git"),
+            &list
+        ));
+        assert!(is_read_only_command(&status, false, Some("."), &list));
+        assert!(is_read_only_command(
+            &argv(&["ls"]),
+            false,
+            Some("src"),
+            &list
+        ));
     }
 
     #[test]
@@ -787,24 +815,25 @@ mod tests {
     fn extended_list_is_consulted_for_two_and_three_word_entries() {
         let mut list = ReadOnlyCommands::default();
         assert_eq!(
-            is_read_only_command(&argv(&["npm", "test"]), false, &list),
+            is_read_only_command(&argv(&["npm", "test"]), false, None, &list),
             false
         );
         list.extend(["npm  test", "cargo metadata --offline", ""]);
         assert_eq!(
-            is_read_only_command(&argv(&["npm", "test", "--", "-x"]), false, &list),
+            is_read_only_command(&argv(&["npm", "test", "--", "-x"]), false, None, &list),
             true
         );
         assert_eq!(
             is_read_only_command(
                 &argv(&["cargo", "metadata", "--offline", "--format-version=1"]),
                 false,
+                None,
                 &list
             ),
             true
         );
         assert_eq!(
-            is_read_only_command(&argv(&["cargo", "metadata"]), false, &list),
+            is_read_only_command(&argv(&["cargo", "metadata"]), false, None, &list),
             false
         );
         assert_eq!(list.contains(""), false);
