@@ -28,6 +28,20 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Wait until the command the round runs has written a whole line to `marker`; the round
+/// must still be running then.
+fn wait_for_line(marker: &std::path::Path, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(marker).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the command never started");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the round ended before the command wrote its line"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_round_killed_mid_write_reports_the_call_interrupted_and_never_reruns_it() {
     let td = Td::new();
@@ -45,42 +59,8 @@ fn a_round_killed_mid_write_reports_the_call_interrupted_and_never_reruns_it() {
         "run_tool",
         run_tool("run_command", json!({"argv": ["sh", "-c", script]})),
     )]);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tooldispatch"))
-        .args([
-            "round",
-            "--session",
-            "s",
-            "--run",
-            "r1",
-            "--approve",
-            "all",
-            "--workdir",
-        ])
-        .arg(td.workdir())
-        .arg("--store")
-        .arg(format!("sqlite:{}", td.store_path().display()))
-        .env("XDG_DATA_HOME", td.data_dir())
-        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
-        .env_remove("TOOLDISPATCH_STORE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(reply.as_bytes()).unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&marker).is_ok_and(|t| t.ends_with('\n')) {
-        assert!(Instant::now() < deadline, "the command never started");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the round ended before the kill"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = td.spawn_round("s", "r1", &reply);
+    wait_for_line(&marker, &mut child);
     child.kill().unwrap(); // SIGKILL: no cleanup, no commit
     child.wait().unwrap();
 
@@ -167,42 +147,8 @@ fn sigterm_cancels_the_round_and_stops_its_command() {
             json!({"argv": ["sh", "-c", "sleep 30 & echo $! >> child.txt; wait"]}),
         ),
     )]);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tooldispatch"))
-        .args([
-            "round",
-            "--session",
-            "s",
-            "--run",
-            "r1",
-            "--approve",
-            "all",
-            "--workdir",
-        ])
-        .arg(td.workdir())
-        .arg("--store")
-        .arg(format!("sqlite:{}", td.store_path().display()))
-        .env("XDG_DATA_HOME", td.data_dir())
-        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
-        .env_remove("TOOLDISPATCH_STORE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(reply.as_bytes())
-            .unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&marker).is_ok_and(|t| t.ends_with('\n')) {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = td.spawn_round("s", "r1", &reply);
+    wait_for_line(&marker, &mut child);
     let sleeper = std::fs::read_to_string(&marker).unwrap().trim().to_string();
     std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

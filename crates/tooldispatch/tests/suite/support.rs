@@ -52,7 +52,12 @@ impl Td {
 
     /// `tooldispatch` with only this test's data directory in its environment.
     pub fn bare(&self) -> Command {
-        let mut cmd = Command::cargo_bin("tooldispatch").unwrap();
+        Command::from_std(self.std_command())
+    }
+
+    /// The same process as `bare`, as a std command (for a test that signals it mid-round).
+    pub fn std_command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tooldispatch"));
         cmd.env("XDG_DATA_HOME", &self.data)
             // No config file from the machine: a test writes its own and passes --config.
             .env("XDG_CONFIG_HOME", self.data.join("no-config"))
@@ -60,6 +65,40 @@ impl Td {
             .env_remove("TOOLDISPATCH_STORE")
             .env_remove("TOOLDISPATCH_MAX_CONCURRENT_TOOLS");
         cmd
+    }
+
+    /// Start `round --session S --run R --approve all` on the test's store with `reply` on
+    /// stdin, without waiting for it; stderr is piped.
+    pub fn spawn_round(&self, session: &str, run: &str, reply: &str) -> std::process::Child {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = self
+            .std_command()
+            .args([
+                "round",
+                "--session",
+                session,
+                "--run",
+                run,
+                "--approve",
+                "all",
+            ])
+            .arg("--workdir")
+            .arg(&self.work)
+            .arg("--store")
+            .arg(format!("sqlite:{}", self.store.display()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(reply.as_bytes())
+            .unwrap();
+        child
     }
 
     /// `tooldispatch <sub>` with --workdir and --store pointing into the temp dir.
