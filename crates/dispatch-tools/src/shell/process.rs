@@ -54,6 +54,9 @@ pub struct CommandArgs<'a> {
 #[derive(Debug)]
 pub struct Prepared {
     program: OsString,
+    /// The program as the model named it (`./script.sh`, not the path it was resolved to), so
+    /// a message suggests an argv the model can send back as it is.
+    named: String,
     args: Vec<String>,
     pub cwd: PathBuf,
     /// The working directory relative to the work directory, for messages.
@@ -138,8 +141,14 @@ pub fn prepare(
             .join(" ")
     };
     clip(&mut display, 300);
+    let named = if args.shell {
+        "/bin/sh".to_string()
+    } else {
+        args.argv.first().cloned().unwrap_or_default()
+    };
     Ok(Prepared {
         program,
+        named,
         args: rest,
         cwd,
         cwd_display,
@@ -417,7 +426,7 @@ pub fn spawn(prepared: &Prepared, stdin: bool) -> Result<(Child, Group), ToolErr
 }
 
 fn spawn_error(e: &io::Error, prepared: &Prepared) -> ToolError {
-    let program = prepared.program.to_string_lossy();
+    let program = prepared.named.as_str();
     let message = match e.kind() {
         io::ErrorKind::NotFound if program.contains('/') => format!(
             "cannot run {program:?}: no such file. Check the path (relative paths start in cwd {:?}) or list the directory first",
