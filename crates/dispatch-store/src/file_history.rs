@@ -76,8 +76,6 @@ pub struct FileVersion {
     /// The bytes before the change, unless the file did not exist or was over
     /// [`SNAPSHOT_CAP`] (then `truncated`).
     pub content: Option<Vec<u8>>,
-    /// The file existed before the change (it may still have no content when truncated).
-    pub existed: bool,
     /// The content was over the cap and was not kept.
     pub truncated: bool,
     /// blake3 of the bytes before the change (hex), empty when the file did not exist.
@@ -91,9 +89,13 @@ pub struct FileVersion {
 }
 
 impl FileVersion {
+    /// The file existed before the change: its content was kept, or was too large to keep.
+    pub fn existed(&self) -> bool {
+        self.content.is_some() || self.truncated
+    }
+
     /// Build the stored form of `new`, applying the snapshot cap.
     pub fn from_new(id: u64, new: NewFileVersion, changed_ms: u64) -> FileVersion {
-        let existed = new.content.is_some();
         let (hash, size) = match &new.content {
             Some(bytes) => (blake3::hash(bytes).to_hex().to_string(), bytes.len() as u64),
             None => (String::new(), 0),
@@ -104,7 +106,6 @@ impl FileVersion {
             path: new.path,
             action: new.action,
             content: if truncated { None } else { new.content },
-            existed,
             truncated,
             hash,
             size,

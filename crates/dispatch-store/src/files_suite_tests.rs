@@ -76,13 +76,13 @@ async fn versions_round_trip_with_their_content(f: Fixture) {
 
     let created = f.files.version(first).await.unwrap().unwrap();
     assert_eq!(created.action, FileAction::Create);
-    assert!(!created.existed);
+    assert!(!created.existed());
     assert_eq!(created.content, None);
     assert_eq!(created.hash, "");
 
     let modified = f.files.version(second).await.unwrap().unwrap();
     assert_eq!(modified.content.as_deref(), Some(&b"one\n"[..]));
-    assert!(modified.existed && !modified.truncated);
+    assert!(modified.existed() && !modified.truncated);
     assert_eq!(modified.size, 4);
     assert_eq!(modified.hash, blake3::hash(b"one\n").to_hex().to_string());
     assert_eq!(
@@ -162,7 +162,7 @@ async fn oversized_snapshots_keep_hash_and_size_only(f: Fixture) {
     new.trash_path = Some("/data/trash/1-big.bin".to_string());
     let id = f.files.record_version(new).await.unwrap();
     let v = f.files.version(id).await.unwrap().unwrap();
-    assert!(v.existed && v.truncated);
+    assert!(v.existed() && v.truncated);
     assert_eq!(v.content, None);
     assert_eq!(v.size, big.len() as u64);
     assert_eq!(v.hash, blake3::hash(&big).to_hex().to_string());

@@ -139,8 +139,7 @@ const MIGRATIONS: &[&str] = &[
         path       TEXT NOT NULL,
         action     TEXT NOT NULL,   -- create | modify | delete | restore
         content    BLOB,            -- the bytes before the change; NULL if absent or over the cap
-        existed    INTEGER NOT NULL,
-        truncated  INTEGER NOT NULL,
+        truncated  INTEGER NOT NULL, -- it existed but was over the cap
         hash       TEXT NOT NULL,
         size       INTEGER NOT NULL,
         trash_path TEXT,

@@ -7,8 +7,8 @@ use super::{JobError, SqliteStore, to_i64};
 use crate::StoreResult;
 use crate::file_history::{FileAction, FileHistory, FileVersion, NewFileVersion, VersionQuery};
 
-const COLUMNS: &str = "id, path, action, content, existed, truncated, hash, size, trash_path, \
-                       session, run, tool, changed_ms";
+const COLUMNS: &str =
+    "id, path, action, content, truncated, hash, size, trash_path, session, run, tool, changed_ms";
 
 fn read_row(row: &Row<'_>) -> rusqlite::Result<FileVersion> {
     let action: String = row.get(2)?;
@@ -18,15 +18,14 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<FileVersion> {
         // An unknown action can only come from a newer binary; read it as a modification.
         action: FileAction::parse(&action).unwrap_or(FileAction::Modify),
         content: row.get(3)?,
-        existed: row.get(4)?,
-        truncated: row.get(5)?,
-        hash: row.get(6)?,
-        size: row.get::<_, i64>(7)?.max(0) as u64,
-        trash_path: row.get(8)?,
-        session: row.get(9)?,
-        run: row.get(10)?,
-        tool: row.get(11)?,
-        changed_ms: row.get::<_, i64>(12)?.max(0) as u64,
+        truncated: row.get(4)?,
+        hash: row.get(5)?,
+        size: row.get::<_, i64>(6)?.max(0) as u64,
+        trash_path: row.get(7)?,
+        session: row.get(8)?,
+        run: row.get(9)?,
+        tool: row.get(10)?,
+        changed_ms: row.get::<_, i64>(11)?.max(0) as u64,
     })
 }
 
@@ -36,15 +35,14 @@ impl FileHistory for SqliteStore {
         let v = FileVersion::from_new(0, version, self.clock.now_ms());
         self.run(format!("record a version of {}", v.path), move |conn| {
             conn.prepare_cached(
-                "INSERT INTO file_history (path, action, content, existed, truncated, hash, size,
+                "INSERT INTO file_history (path, action, content, truncated, hash, size,
                      trash_path, session, run, tool, changed_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
             .execute(params![
                 v.path,
                 v.action.as_str(),
                 v.content,
-                v.existed,
                 v.truncated,
                 v.hash,
                 to_i64(v.size, "file size")?,

@@ -309,7 +309,7 @@ async fn list(
         describe_filters(f)
     );
     for v in &found {
-        let size = if v.existed {
+        let size = if v.existed() {
             human_bytes(v.size)
         } else {
             "absent".to_string()

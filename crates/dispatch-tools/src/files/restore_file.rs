@@ -354,7 +354,7 @@ async fn by_task(
 /// Refuse early, before anything changes, when a version's content is gone.
 fn precheck(job: &Job, data_dir: Option<&Path>) -> Result<(), ToolError> {
     let v = &job.version;
-    if !v.existed || v.content.is_some() {
+    if !v.existed() || v.content.is_some() {
         return Ok(());
     }
     let in_trash = v

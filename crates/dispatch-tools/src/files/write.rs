@@ -455,7 +455,7 @@ fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// The bytes a version holds: its snapshot, or its trash copy (checked against the recorded
 /// hash). `Ok(None)` means the file did not exist in that version.
 pub fn version_bytes(v: &FileVersion, data_dir: Option<&Path>) -> Result<Option<Vec<u8>>, String> {
-    if !v.existed {
+    if !v.existed() {
         return Ok(None);
     }
     if let Some(bytes) = &v.content {
