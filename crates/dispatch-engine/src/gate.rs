@@ -43,10 +43,31 @@ pub struct ConfirmReply {
     pub allow_turn: bool,
 }
 
+/// One question for the user: an item of ask_user's `questions`, or store_secret's prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Choices to offer; the answer may still be free text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multi_select: bool,
+    /// Read without echo, and never shown or stored as typed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+}
+
 /// Whoever answers confirmations: a terminal, an HTTP client, a policy.
 #[async_trait]
 pub trait Confirmer: Send + Sync {
     async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply;
+    /// Ask the user these questions now, one answer per question in order; `None` when no
+    /// one answered (then ask_user and store_secret park the run instead, or fail).
+    async fn ask(&self, _questions: &[Question]) -> Option<Vec<String>> {
+        None
+    }
     /// Someone can answer questions right now, so ask_user runs inline instead of parking the run.
     fn interactive(&self) -> bool {
         false

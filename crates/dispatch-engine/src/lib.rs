@@ -26,7 +26,8 @@ pub mod wire;
 
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
 pub use events::{Event, EventKind};
-pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless};
+pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};
+pub use redact::ToolSecrets;
 pub use registry::{Registry, RegistryError};
 pub use round::{
     Engine, EngineConfig, EngineError, RoundOutcome, RoundRequest, SlotResult,

@@ -2,70 +2,78 @@
 //! the transcript, the dedupe map or the cache; it reads `[secret:NAME]` instead.
 
 use std::borrow::Cow;
+use std::sync::{Arc, PoisonError, RwLock};
 
-use async_trait::async_trait;
+use dispatch_store::{Secrets, StoreResult};
 
-/// Where the engine learns the secret values to hide (the store's secrets).
-#[async_trait]
-pub trait SecretValues: Send + Sync {
-    /// Every stored secret as `(name, value)`.
-    async fn secret_values(&self) -> Result<Vec<(String, String)>, String>;
-}
-
-/// The store's secrets as a source of values to redact.
-pub struct StoredSecrets(pub std::sync::Arc<dyn dispatch_store::Secrets>);
-
-#[async_trait]
-impl SecretValues for StoredSecrets {
-    async fn secret_values(&self) -> Result<Vec<(String, String)>, String> {
-        let names = self.0.secret_names().await.map_err(|e| e.to_string())?;
-        let mut values = Vec::with_capacity(names.len());
-        for name in names {
-            if let Some(value) = self.0.secret_get(&name).await.map_err(|e| e.to_string())? {
-                values.push((name, value));
-            }
-        }
-        Ok(values)
-    }
-}
+use crate::ToolError;
 
 /// Values shorter than this are not scanned for: they would match ordinary text everywhere.
 pub const MIN_SECRET_LEN: usize = 4;
 
-/// Replaces secret values in text. Empty (no secrets) costs nothing.
+/// Replaces secret values in text. Empty (no secrets) costs nothing. Clones share one list, so
+/// a secret stored during a round (store_secret) is hidden from then on by every clone.
 #[derive(Clone, Default)]
 pub struct Redactor {
     /// Longest value first, so a secret that contains another is replaced whole.
-    secrets: Vec<(String, String)>,
+    secrets: Arc<RwLock<Vec<(String, String)>>>,
 }
 
 impl std::fmt::Debug for Redactor {
     // Never print the values.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redactor")
-            .field("secrets", &self.secrets.len())
+            .field("secrets", &self.read().len())
             .finish()
     }
 }
 
 impl Redactor {
     pub fn new(secrets: Vec<(String, String)>) -> Self {
-        let mut secrets: Vec<(String, String)> = secrets
-            .into_iter()
-            .filter(|(_, value)| value.len() >= MIN_SECRET_LEN)
-            .collect();
-        secrets.sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
-        Redactor { secrets }
+        let redactor = Redactor::default();
+        for (name, value) in secrets {
+            redactor.add(name, value);
+        }
+        redactor
+    }
+
+    /// A redactor for every secret the store holds.
+    pub async fn load(store: &dyn Secrets) -> StoreResult<Self> {
+        let redactor = Redactor::default();
+        for name in store.secret_names().await? {
+            if let Some(value) = store.secret_get(&name).await? {
+                redactor.add(name, value);
+            }
+        }
+        Ok(redactor)
+    }
+
+    /// Hide `value` as `[secret:NAME]` from now on.
+    pub fn add(&self, name: String, value: String) {
+        if value.len() < MIN_SECRET_LEN {
+            return;
+        }
+        let mut secrets = self
+            .secrets
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        secrets.retain(|(n, _)| *n != name);
+        let at = secrets.partition_point(|(_, v)| v.len() >= value.len());
+        secrets.insert(at, (name, value));
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<(String, String)>> {
+        self.secrets.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.read().is_empty()
     }
 
     /// `text` with every secret value replaced by `[secret:NAME]`.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out: Cow<'a, str> = Cow::Borrowed(text);
-        for (name, value) in &self.secrets {
+        for (name, value) in self.read().iter() {
             if out.contains(value.as_str()) {
                 out = Cow::Owned(out.replace(value.as_str(), &format!("[secret:{name}]")));
             }
@@ -78,6 +86,69 @@ impl Redactor {
         if let Cow::Owned(clean) = self.redact(text) {
             *text = clean;
         }
+    }
+}
+
+/// The store's secrets as a tool sees them: read one, expand `{{secret:NAME}}`, or store one
+/// so that the rest of the round already hides its value.
+#[derive(Clone)]
+pub struct ToolSecrets {
+    store: Arc<dyn Secrets>,
+    redactor: Redactor,
+}
+
+/// How a secret is referenced in arguments that accept one: `{{secret:NAME}}`.
+const PLACEHOLDER_OPEN: &str = "{{secret:";
+
+impl ToolSecrets {
+    pub fn new(store: Arc<dyn Secrets>, redactor: Redactor) -> Self {
+        ToolSecrets { store, redactor }
+    }
+
+    pub async fn get(&self, name: &str) -> StoreResult<Option<String>> {
+        self.store.secret_get(name).await
+    }
+
+    /// Store `value` under `name`; results and events of this round already hide it.
+    pub async fn set(&self, name: &str, value: &str) -> StoreResult<()> {
+        self.store.secret_set(name, value).await?;
+        self.redactor.add(name.to_string(), value.to_string());
+        Ok(())
+    }
+
+    pub async fn names(&self) -> StoreResult<Vec<String>> {
+        self.store.secret_names().await
+    }
+
+    /// `text` with each `{{secret:NAME}}` replaced by the stored value. A name with no value
+    /// is a credential error, so the model is pointed to store_secret.
+    pub async fn expand(&self, text: &str) -> Result<String, ToolError> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(PLACEHOLDER_OPEN) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + PLACEHOLDER_OPEN.len()..];
+            let Some(end) = after.find("}}") else {
+                out.push_str(&rest[at..]);
+                return Ok(out);
+            };
+            let name = after[..end].trim();
+            let value = self.store.secret_get(name).await.map_err(|e| {
+                ToolError::failed(format!("cannot read the secret {name}: {e}"))
+            })?;
+            let Some(value) = value else {
+                return Err(ToolError::Credential {
+                    key: Some(name.to_string()),
+                    message: format!(
+                        "no secret named {name} is stored, so {{{{secret:{name}}}}} cannot be filled in; ask the user to store it with store_secret(key=\"{name}\"), then retry"
+                    ),
+                });
+            };
+            out.push_str(&value);
+            rest = &after[end + 2..];
+        }
+        out.push_str(rest);
+        Ok(out)
     }
 }
 
@@ -98,5 +169,48 @@ mod tests {
         );
         assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
         assert_eq!(format!("{r:?}"), "Redactor { secrets: 2 }");
+    }
+
+    #[tokio::test]
+    async fn a_secret_stored_by_a_tool_is_hidden_by_every_clone_at_once() {
+        let store = dispatch_store::open("memory:").unwrap();
+        let redactor = Redactor::default();
+        let seen_by_events = redactor.clone();
+        let secrets = ToolSecrets::new(store.clone(), redactor);
+        secrets.set("API_KEY", "k-0123456789").await.unwrap();
+        assert_eq!(
+            seen_by_events.redact("Bearer k-0123456789"),
+            "Bearer [secret:API_KEY]"
+        );
+        assert_eq!(
+            store.secret_get("API_KEY").await.unwrap().as_deref(),
+            Some("k-0123456789")
+        );
+    }
+
+    #[tokio::test]
+    async fn placeholders_expand_to_stored_values_and_a_missing_one_names_store_secret() {
+        let store = dispatch_store::open("memory:").unwrap();
+        store.secret_set("GH", "ghp_value").await.unwrap();
+        let secrets = ToolSecrets::new(store, Redactor::default());
+        assert_eq!(
+            secrets
+                .expand("token {{secret:GH}} and {{ secret:GH }}, {{secret:unclosed")
+                .await
+                .unwrap(),
+            "token ghp_value and {{ secret:GH }}, {{secret:unclosed"
+        );
+        assert_eq!(secrets.expand("plain").await.unwrap(), "plain");
+        let err = secrets.expand("{{secret:NOPE}}").await.unwrap_err();
+        match err {
+            ToolError::Credential { key, message } => {
+                assert_eq!(key.as_deref(), Some("NOPE"));
+                assert_eq!(
+                    message,
+                    "no secret named NOPE is stored, so {{secret:NOPE}} cannot be filled in; ask the user to store it with store_secret(key=\"NOPE\"), then retry"
+                );
+            }
+            other => panic!("not a credential error: {other:?}"),
+        }
     }
 }

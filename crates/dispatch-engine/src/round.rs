@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dispatch_store::{
     ChatHistory, DedupeEntry, ErrorMemory, FileHistory, JournalEntry, PendingTask, RecordedCall,
-    ResultCache, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, Todo,
+    ResultCache, RoundRecord, RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError, Todo,
     TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
@@ -20,7 +20,7 @@ use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
 use crate::events::{Event, EventKind, EventLog};
 use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
-use crate::redact::{Redactor, SecretValues};
+use crate::redact::{Redactor, ToolSecrets};
 use crate::registry::Registry;
 use crate::rules::{RuleLint, Rules};
 use crate::sensitive::ReadOnlyCommands;
@@ -101,8 +101,8 @@ pub struct Engine {
     pub(crate) file_history: Option<Arc<dyn FileHistory>>,
     /// Chat history handed to tools.
     pub(crate) chat_history: Option<Arc<dyn ChatHistory>>,
-    /// Where the secret values to redact come from.
-    pub(crate) secret_values: Option<Arc<dyn SecretValues>>,
+    /// The stored secrets: redacted from everything a round keeps, and handed to tools.
+    pub(crate) secrets: Option<Arc<dyn Secrets>>,
 }
 
 /// One round to dispatch.
@@ -281,6 +281,8 @@ pub(crate) struct RoundCx<'e> {
     /// Result cache entries committed results asked for, written after the commit.
     pub cache_puts: Vec<crate::tool::CachePut>,
     pub redactor: Redactor,
+    /// The secrets handed to tools; storing one also extends `redactor`.
+    pub tool_secrets: Option<ToolSecrets>,
 }
 
 impl RoundCx<'_> {
@@ -334,14 +336,15 @@ impl Engine {
             result_cache: None,
             file_history: None,
             chat_history: None,
-            secret_values: None,
+            secrets: None,
         })
     }
 
     /// Replace the values these secrets hold with `[secret:NAME]` in everything a round keeps
-    /// or shows (DESIGN §3.17).
-    pub fn with_secret_values(mut self, source: Arc<dyn SecretValues>) -> Self {
-        self.secret_values = Some(source);
+    /// or shows (DESIGN §3.17), and let tools read and store them (`{{secret:NAME}}`,
+    /// store_secret).
+    pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> Self {
+        self.secrets = Some(secrets);
         self
     }
 
@@ -429,12 +432,16 @@ impl Engine {
         // round that never committed.
         let interrupted = self.store.journal_open(&req.session).await?;
         // Fail closed: a round that cannot learn the secrets could not keep them out.
-        let redactor = match &self.secret_values {
-            Some(source) => {
-                Redactor::new(source.secret_values().await.map_err(EngineError::Secrets)?)
-            }
+        let redactor = match &self.secrets {
+            Some(store) => Redactor::load(store.as_ref())
+                .await
+                .map_err(|e| EngineError::Secrets(e.to_string()))?,
             None => Redactor::default(),
         };
+        let tool_secrets = self
+            .secrets
+            .clone()
+            .map(|store| ToolSecrets::new(store, redactor.clone()));
         let log = Arc::new(EventLog::with_redactor(req.live.clone(), redactor.clone()));
         let round = run.rounds + 1;
         let record = RoundRecord {
@@ -470,6 +477,7 @@ impl Engine {
             interrupted: Vec::new(),
             cache_puts: Vec::new(),
             redactor,
+            tool_secrets,
         };
         // After the load: an outage it met is reported with this round's events.
         cx.report_store_health();

@@ -116,6 +116,8 @@ impl RoundCx<'_> {
             error_memory: engine.error_memory.clone(),
             chat_history: engine.chat_history.clone(),
             result_budget: engine.config.result_budget,
+            secrets: self.tool_secrets.clone(),
+            user: engine.confirmer.clone(),
         };
         Job {
             index,

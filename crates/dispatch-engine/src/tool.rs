@@ -10,6 +10,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventLog};
+use crate::gate::Confirmer;
+use crate::redact::ToolSecrets;
 use crate::registry::Registry;
 use crate::spec::ToolSpec;
 
@@ -115,6 +117,12 @@ pub struct ToolContext {
     /// The bytes of result text pass 3 keeps before shaping (head, tail and error lines, the
     /// rest spilled). A tool that can page (read_files) fits its answer to it instead.
     pub result_budget: usize,
+    /// The stored secrets (`{{secret:NAME}}` in arguments, store_secret); `None` when the
+    /// engine has none.
+    pub secrets: Option<ToolSecrets>,
+    /// Whoever answers the user's side now: ask_user and store_secret ask through it when it
+    /// is interactive.
+    pub user: Arc<dyn Confirmer>,
 }
 
 /// Names not available in a session; a trailing `*` is a prefix match.

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dispatch_engine::redact::StoredSecrets;
 use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
 
 use crate::config::Config;
@@ -99,7 +98,7 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         .with_result_cache(store.clone())
         .with_file_history(store.clone())
         .with_chat_history(store.clone())
-        .with_secret_values(Arc::new(StoredSecrets(store)));
+        .with_secrets(store);
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }

@@ -4,37 +4,38 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dispatch_engine::redact::SecretValues;
 use dispatch_engine::{
     Engine, EngineConfig, Headless, Registry, RoundRequest, register_system_tools,
 };
+use dispatch_store::{Secrets, StoreError, StoreResult};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::support::*;
 
-struct Fixed(Vec<(String, String)>);
-
-#[async_trait]
-impl SecretValues for Fixed {
-    async fn secret_values(&self) -> Result<Vec<(String, String)>, String> {
-        Ok(self.0.clone())
-    }
-}
-
+/// A secrets store whose key file is gone.
 struct Broken;
 
 #[async_trait]
-impl SecretValues for Broken {
-    async fn secret_values(&self) -> Result<Vec<(String, String)>, String> {
-        Err("key file missing".into())
+impl Secrets for Broken {
+    async fn secret_set(&self, _: &str, _: &str) -> StoreResult<()> {
+        Err(StoreError::Corrupt("key file missing".into()))
+    }
+    async fn secret_get(&self, _: &str) -> StoreResult<Option<String>> {
+        Err(StoreError::Corrupt("key file missing".into()))
+    }
+    async fn secret_names(&self) -> StoreResult<Vec<String>> {
+        Ok(vec!["TOKEN".into()])
+    }
+    async fn secret_delete(&self, _: &str) -> StoreResult<bool> {
+        Ok(false)
     }
 }
 
 const TOKEN: &str = "ghp_s3cr3tT0k3nValue";
 
 fn engine_with(
-    source: Arc<dyn SecretValues>,
+    secrets: Option<Arc<dyn Secrets>>,
 ) -> (Engine, Arc<dyn dispatch_store::Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = Registry::empty();
@@ -50,14 +51,14 @@ fn engine_with(
         EngineConfig::new(dir.path()),
     )
     .unwrap()
-    .with_secret_values(source);
+    .with_secrets(secrets.unwrap_or_else(|| store.clone()));
     (engine, store, dir)
 }
 
 #[tokio::test]
 async fn a_stored_secret_never_appears_in_results_events_transcript_or_dedupe() {
-    let (engine, store, _dir) =
-        engine_with(Arc::new(Fixed(vec![("GH_TOKEN".into(), TOKEN.into())])));
+    let (engine, store, _dir) = engine_with(None);
+    store.secret_set("GH_TOKEN", TOKEN).await.unwrap();
     let mark = RoundRequest::new(
         "s",
         "m",
@@ -111,7 +112,7 @@ async fn a_stored_secret_never_appears_in_results_events_transcript_or_dedupe() 
 
 #[tokio::test]
 async fn a_round_that_cannot_read_the_secrets_does_not_run() {
-    let (engine, _store, _dir) = engine_with(Arc::new(Broken));
+    let (engine, _store, _dir) = engine_with(Some(Arc::new(Broken)));
     let req = RoundRequest::new(
         "s",
         "r",
@@ -121,6 +122,6 @@ async fn a_round_that_cannot_read_the_secrets_does_not_run() {
     let err = engine.round(req).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "cannot read the stored secrets, so results could not be kept free of them: key file missing"
+        "cannot read the stored secrets, so results could not be kept free of them: stored data is corrupt: key file missing"
     );
 }
