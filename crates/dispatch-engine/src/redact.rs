@@ -53,10 +53,7 @@ impl Redactor {
         if value.len() < MIN_SECRET_LEN {
             return;
         }
-        let mut secrets = self
-            .secrets
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
         secrets.retain(|(n, _)| *n != name);
         let at = secrets.partition_point(|(_, v)| v.len() >= value.len());
         secrets.insert(at, (name, value));
@@ -133,9 +130,10 @@ impl ToolSecrets {
                 return Ok(out);
             };
             let name = after[..end].trim();
-            let value = self.store.secret_get(name).await.map_err(|e| {
-                ToolError::failed(format!("cannot read the secret {name}: {e}"))
-            })?;
+            let value =
+                self.store.secret_get(name).await.map_err(|e| {
+                    ToolError::failed(format!("cannot read the secret {name}: {e}"))
+                })?;
             let Some(value) = value else {
                 return Err(ToolError::Credential {
                     key: Some(name.to_string()),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use dispatch_store::{
     ChatHistory, DedupeEntry, ErrorMemory, FileHistory, JournalEntry, PendingTask, RecordedCall,
-    ResultCache, RoundRecord, RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError, Todo,
-    TranscriptEntry, TranscriptMessage,
+    ResultCache, RoundRecord, RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError,
+    Todo, TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};

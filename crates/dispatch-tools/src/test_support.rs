@@ -12,8 +12,8 @@ use dispatch_store::Store;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-/// An engine with every built-in tool, a `memory:` store (also its file history and result
-/// cache), no confirmer, and its own work and data directories.
+/// An engine with every built-in tool, a `memory:` store (also its file history, result cache
+/// and secrets), no confirmer, and its own work and data directories.
 #[allow(dead_code)] // workdir/data_dir/root serve the file tool tests as they land
 pub struct Harness {
     pub engine: Engine,
@@ -29,22 +29,27 @@ impl Harness {
 
     /// A harness whose confirmation requests go to `confirmer`.
     pub fn with_confirmer(confirmer: Arc<dyn Confirmer>) -> Self {
+        Self::with_registry(crate::builtin_registry().unwrap(), confirmer)
+    }
+
+    /// A harness over `registry` (the built-ins plus tools built with test settings, such as
+    /// a web tool allow-listing the test's own loopback server).
+    pub fn with_registry(
+        registry: dispatch_engine::Registry,
+        confirmer: Arc<dyn Confirmer>,
+    ) -> Self {
         let workdir = tempfile::tempdir().unwrap();
         let data_dir = tempfile::tempdir().unwrap();
         let store = dispatch_store::open("memory:").unwrap();
         let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
         config.data_dir = Some(data_dir.path().canonicalize().unwrap());
-        let engine = Engine::new(
-            crate::builtin_registry().unwrap(),
-            store.clone(),
-            confirmer,
-            config,
-        )
-        .unwrap()
-        .with_file_history(store.clone())
-        .with_chat_history(store.clone())
-        .with_error_memory(store.clone())
-        .with_result_cache(store.clone());
+        let engine = Engine::new(registry, store.clone(), confirmer, config)
+            .unwrap()
+            .with_file_history(store.clone())
+            .with_chat_history(store.clone())
+            .with_error_memory(store.clone())
+            .with_result_cache(store.clone())
+            .with_secrets(store.clone());
         Harness {
             engine,
             store,
