@@ -5,6 +5,7 @@
 //! engine), then the passes: [`preflight`] (pass 1), [`scheduler`] (pass 2), [`commit`] (pass 3).
 //! The engine knows no concrete tool and no database; tools and stores plug in through traits.
 
+mod answer;
 pub mod canonical;
 mod commit;
 pub mod deferred;
@@ -24,6 +25,7 @@ pub mod status;
 pub mod tool;
 pub mod wire;
 
+pub use answer::AnswerRequest;
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
 pub use events::{Event, EventKind};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};

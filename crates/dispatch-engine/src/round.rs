@@ -74,11 +74,27 @@ pub enum EngineError {
     Cancelled,
     #[error("cannot read the stored secrets, so results could not be kept free of them: {0}")]
     Secrets(String),
+    #[error("session {session} has no pending task {task}; {}", pending_list(.pending))]
+    NoSuchTask {
+        session: String,
+        task: String,
+        pending: Vec<String>,
+    },
+    #[error("{0}")]
+    BadAnswer(String),
     #[error("cannot read the rules file {path}: {source}")]
     Rules {
         path: String,
         source: std::io::Error,
     },
+}
+
+fn pending_list(pending: &[String]) -> String {
+    if pending.is_empty() {
+        "it has none (already answered, or never parked)".to_string()
+    } else {
+        format!("its pending tasks are: {}", pending.join(", "))
+    }
 }
 
 /// The dispatcher: a registry, a store, a confirmer and the gate policy.
@@ -373,7 +389,7 @@ impl Engine {
         self
     }
 
-    fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(crate) fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
         match self.sessions.lock() {
             Ok(mut sessions) => sessions.entry(session.to_string()).or_default().clone(),
             // A poisoned map only loses the serialisation, never a round.
@@ -427,6 +443,44 @@ impl Engine {
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
         let lock = self.session_lock(&req.session);
         let _one_round_at_a_time = lock.lock().await;
+        let mut cx = self.begin(req).await?;
+        let round = cx.record.round;
+        let calls = std::mem::take(&mut cx.req.calls);
+        cx.record.transcript.push(TranscriptEntry {
+            run: cx.req.run.clone(),
+            round,
+            in_tools: false,
+            message: assistant_message(&calls, &cx.redactor),
+        });
+
+        let handed_off = cx.client_handoff(&calls);
+        let handoff = handed_off.is_some();
+        let mut slots = if let Some(slots) = handed_off {
+            slots
+        } else {
+            let mut slots = cx.preflight(&calls).await;
+            let pending = cx.park_for_ask_user(&mut slots);
+            if pending.is_none() {
+                cx.execute(&mut slots).await;
+                if cx.req.cancel.is_cancelled() {
+                    return cx.cancelled(&slots).await;
+                }
+            }
+            cx.record.pending = pending;
+            cx.recall_errors(&slots).await;
+            slots
+        };
+        let results = cx.commit(&calls, &mut slots);
+        if handoff {
+            // The caller runs the client tools; this run's part of the turn ends here.
+            cx.emit(EventKind::Done);
+        }
+        cx.finish(results).await
+    }
+
+    /// The next round of `req.run`, loaded from the store, before any call is looked at. The
+    /// caller holds the session's lock.
+    pub(crate) async fn begin(&self, req: RoundRequest) -> Result<RoundCx<'_>, EngineError> {
         let (session, run) = self.store.load(&req.session, &req.run).await?;
         // Rounds of a session run one at a time, so anything still open here was begun by a
         // round that never committed.
@@ -482,37 +536,7 @@ impl Engine {
         // After the load: an outage it met is reported with this round's events.
         cx.report_store_health();
         cx.report_interrupted(interrupted);
-        let calls = std::mem::take(&mut cx.req.calls);
-        cx.record.transcript.push(TranscriptEntry {
-            run: cx.req.run.clone(),
-            round,
-            in_tools: false,
-            message: assistant_message(&calls, &cx.redactor),
-        });
-
-        let handed_off = cx.client_handoff(&calls);
-        let handoff = handed_off.is_some();
-        let mut slots = if let Some(slots) = handed_off {
-            slots
-        } else {
-            let mut slots = cx.preflight(&calls).await;
-            let pending = cx.park_for_ask_user(&mut slots);
-            if pending.is_none() {
-                cx.execute(&mut slots).await;
-                if cx.req.cancel.is_cancelled() {
-                    return cx.cancelled(&slots).await;
-                }
-            }
-            cx.record.pending = pending;
-            cx.recall_errors(&slots).await;
-            slots
-        };
-        let results = cx.commit(&calls, &mut slots);
-        if handoff {
-            // The caller runs the client tools; this run's part of the turn ends here.
-            cx.emit(EventKind::Done);
-        }
-        cx.finish(results).await
+        Ok(cx)
     }
 }
 
@@ -601,7 +625,9 @@ impl RoundCx<'_> {
         Some(slots)
     }
 
-    /// Spec §1.4: a ready ask_user with no one to answer inline parks the run.
+    /// Spec §1.4: a ready call that needs the user (ask_user, store_secret), with no one to
+    /// answer inline, parks the run: the other ready calls are not run, and the answer later
+    /// becomes the parked call's result (`Engine::answer`).
     fn park_for_ask_user(&mut self, slots: &mut [Slot]) -> Option<PendingTask> {
         if self.engine.confirmer.interactive() {
             return None;
@@ -611,13 +637,13 @@ impl RoundCx<'_> {
             _ => false,
         })?;
         let ask_name = slots[ask_index].name.clone();
-        let mut ask_args = Value::Null;
+        let mut parked = None;
         for (i, slot) in slots.iter_mut().enumerate() {
             if i == ask_index {
-                if let SlotState::Ready { args, .. } =
+                if let SlotState::Ready { tool, args, .. } =
                     std::mem::replace(&mut slot.state, SlotState::Parked)
                 {
-                    ask_args = args;
+                    parked = Some((tool, args));
                 }
                 continue;
             }
@@ -632,6 +658,7 @@ impl RoundCx<'_> {
                 };
             }
         }
+        let (tool, args) = parked?;
         let slot = &slots[ask_index];
         let task_hash = blake3::hash(
             format!(
@@ -642,13 +669,16 @@ impl RoundCx<'_> {
         )
         .to_hex()[..16]
             .to_string();
+        let questions = serde_json::to_value(tool.questions(&args)).unwrap_or(Value::Null);
         let pending = PendingTask {
             task_hash: task_hash.clone(),
             session: self.req.session.clone(),
             run: self.req.run.clone(),
             tool_call_id: slot.id.to_string(),
-            questions: ask_args.get("questions").cloned().unwrap_or(Value::Null),
-            state: ask_args.get("state").cloned().unwrap_or(Value::Null),
+            tool: ask_name.to_string(),
+            state: args.get("state").cloned().unwrap_or(Value::Null),
+            args,
+            questions,
             tool_results: Vec::new(),
             todos: self.session.todos.clone(),
             created_at_ms: now_unix_ms(),
@@ -662,7 +692,7 @@ impl RoundCx<'_> {
     }
 
     /// Pass 2 was cancelled: keep the assistant message and the events, commit nothing else.
-    async fn cancelled(mut self, slots: &[Slot]) -> Result<RoundOutcome, EngineError> {
+    pub(crate) async fn cancelled(mut self, slots: &[Slot]) -> Result<RoundOutcome, EngineError> {
         self.emit(EventKind::Canceled {
             text: "the round was cancelled; no results were committed".into(),
         });
@@ -688,7 +718,10 @@ impl RoundCx<'_> {
         Err(EngineError::Cancelled)
     }
 
-    async fn finish(mut self, results: Vec<SlotResult>) -> Result<RoundOutcome, EngineError> {
+    pub(crate) async fn finish(
+        mut self,
+        results: Vec<SlotResult>,
+    ) -> Result<RoundOutcome, EngineError> {
         let events = self.log.take();
         let mut record = std::mem::take(&mut self.record);
         record.journal_done.append(&mut self.journaled);

@@ -30,6 +30,9 @@ struct Job {
     cx: ToolContext,
     log: Arc<EventLog>,
     round_cancel: CancellationToken,
+    /// The user's answers to a parked call: the job finishes it (`Tool::answered`) instead
+    /// of calling the tool.
+    answers: Option<Vec<String>>,
 }
 
 impl RoundCx<'_> {
@@ -127,7 +130,27 @@ impl RoundCx<'_> {
             cx,
             log: self.log.clone(),
             round_cancel: self.req.cancel.clone(),
+            answers: None,
         }
+    }
+
+    /// Finish the parked call in `slots[index]` with the user's answers, run like any
+    /// serial call: its events, timeouts and panic isolation.
+    pub(crate) async fn execute_answered(
+        &mut self,
+        slots: &mut [Slot],
+        index: usize,
+        answers: Vec<String>,
+    ) {
+        let SlotState::Ready { tool, args } =
+            std::mem::replace(&mut slots[index].state, SlotState::Running)
+        else {
+            return;
+        };
+        let mut job = self.job(index, &slots[index], tool, args);
+        job.answers = Some(answers);
+        let (i, execution) = run_job(job).await;
+        slots[i].state = SlotState::Executed(execution);
     }
 }
 
@@ -173,6 +196,7 @@ async fn run_job(job: Job) -> (usize, Execution) {
         cx,
         log,
         round_cancel,
+        answers,
     } = job;
     let spec = tool.spec();
     let (id, name) = (cx.call_id.clone(), cx.progress.tool_name.clone());
@@ -194,7 +218,11 @@ async fn run_job(job: Job) -> (usize, Execution) {
 
     // The call runs inside this task: dropping its future is how a timeout or a cancelled round
     // stops it, and a panic is caught at each poll. A tool must therefore not block its thread.
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(cx, args))) {
+    let start = AssertUnwindSafe(|| match answers {
+        Some(answers) => tool.answered(cx, args, answers),
+        None => tool.call(cx, args),
+    });
+    let outcome = match std::panic::catch_unwind(start) {
         Err(payload) => Err(panicked(&spec.name, payload)),
         Ok(future) => {
             let guard = Guard {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventLog};
-use crate::gate::Confirmer;
+use crate::gate::{Confirmer, Question};
 use crate::redact::ToolSecrets;
 use crate::registry::Registry;
 use crate::spec::ToolSpec;
@@ -21,6 +21,28 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> &ToolSpec;
     /// Run one call. `args` has already passed the tool's JSON Schema.
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
+
+    /// A tool that needs the user (`spec().asks_user`): the questions a call with these
+    /// arguments puts to them when the run parks instead (ask_user's own `questions`).
+    fn questions(&self, args: &Value) -> Vec<Question> {
+        args.get("questions")
+            .and_then(|q| serde_json::from_value(q.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// Finish a parked call with the user's answers, one per question in order. Only tools
+    /// that ask the user can be parked, so the default is never reached through the engine.
+    async fn answered(
+        &self,
+        _cx: ToolContext,
+        _args: Value,
+        _answers: Vec<String>,
+    ) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::failed(format!(
+            "{} does not take answers from the user",
+            self.spec().name
+        )))
+    }
 }
 
 /// What a call hands back on success.

@@ -169,20 +169,30 @@ pub struct RecordedCall {
     pub arguments: String,
 }
 
-/// A run parked by `ask_user`, waiting for the user's answer.
+/// A run parked by a call that needs the user (ask_user, store_secret), waiting for the answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingTask {
     pub task_hash: String,
     pub session: String,
     pub run: String,
-    /// The id of the ask_user call whose result the answer becomes.
+    /// The id of the call whose result the answer becomes.
     pub tool_call_id: String,
+    /// The parked tool and its arguments, to finish the call with the answer.
+    #[serde(default = "ask_user_name")]
+    pub tool: String,
+    #[serde(default)]
+    pub args: Value,
+    /// The questions, one answer each (`[{question, detail, options, multi_select, secret}]`).
     pub questions: Value,
     pub state: Value,
     /// `{name, id, args, result}` of every result committed so far in the run.
     pub tool_results: Vec<Value>,
     pub todos: Vec<Todo>,
     pub created_at_ms: u64,
+}
+
+fn ask_user_name() -> String {
+    "ask_user".to_string()
 }
 
 /// An event the store writes as JSON text when it needs the text: SQLite at commit, the memory
@@ -240,6 +250,8 @@ pub struct RoundRecord {
     /// The round's events, in order.
     pub events: Vec<Arc<dyn EventJson>>,
     pub pending: Option<PendingTask>,
+    /// Pending tasks (by hash) this round answered: they are gone once it commits.
+    pub answered: Vec<String>,
     /// Journal entries (by id) whose calls this round committed or reported: they are closed.
     pub journal_done: Vec<String>,
 }

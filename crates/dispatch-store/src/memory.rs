@@ -220,6 +220,7 @@ impl SessionStore for MemoryStore {
             transcript,
             events,
             pending,
+            answered,
             journal_done,
         } = record;
         let mut state = self.state()?;
@@ -278,6 +279,9 @@ impl SessionStore for MemoryStore {
                 None => stored.pending.push(task),
             }
         }
+        stored
+            .pending
+            .retain(|task| !answered.contains(&task.task_hash));
         stored
             .journal
             .retain(|entry| !journal_done.contains(&entry.id));

@@ -29,7 +29,7 @@ use crate::{
 /// one (`0` for none), round, write_epoch, turn_allow_all, has_todos, todos, events channel,
 /// has_pending, pending hash, pending JSON, then six counted lists (a count, then that many
 /// values): marked names, dedupe puts (key and entry, so twice the entries), dedupe drops,
-/// transcript entries, events, closed journal ids. Returns 0 (and writes nothing) when the
+/// transcript entries, events, closed journal ids, answered pending tasks. Returns 0 (and writes nothing) when the
 /// round does not follow the last one, else 1.
 ///
 /// Rounds are compared as text, so no number goes through Lua's doubles.
@@ -95,6 +95,12 @@ first, last_arg = next_list()
 for i = first, last_arg do
   redis.call('HDEL', KEYS[10], ARGV[i])
   redis.call('ZREM', KEYS[11], ARGV[i])
+end
+
+first, last_arg = next_list()
+for i = first, last_arg do
+  redis.call('HDEL', KEYS[8], ARGV[i])
+  redis.call('ZREM', KEYS[9], ARGV[i])
 end
 return 1
 "#;
@@ -258,6 +264,7 @@ impl SessionStore for RedisStore {
         counted(&mut args, transcript.into_iter());
         counted(&mut args, record.events.iter().map(|event| event.to_json()));
         counted(&mut args, record.journal_done.iter().cloned());
+        counted(&mut args, record.answered.iter().cloned());
 
         let mut conn = self.connection().await?;
         let applied: i64 = ::redis::cmd("EVAL")

@@ -701,6 +701,12 @@ fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<()
         ])?;
     }
 
+    let mut answered =
+        tx.prepare_cached("DELETE FROM pending WHERE session = ?1 AND task_hash = ?2")?;
+    for hash in &record.answered {
+        answered.execute(params![session, hash])?;
+    }
+
     let mut close = tx.prepare_cached("DELETE FROM journal WHERE session = ?1 AND id = ?2")?;
     for id in &record.journal_done {
         close.execute(params![session, id])?;

@@ -105,6 +105,8 @@ pub(crate) fn task(session: &str, run: &str, hash: &str, created_at_ms: u64) -> 
         session: session.to_string(),
         run: run.to_string(),
         tool_call_id: format!("call-{hash}"),
+        tool: "ask_user".to_string(),
+        args: json!({"questions": [{"question": "Proceed?"}]}),
         questions: json!([{"question": "Proceed?"}]),
         state: json!({"round": 1}),
         tool_results: vec![json!({"name": "ask_user", "id": format!("call-{hash}")})],
@@ -425,9 +427,31 @@ async fn pending_tasks_come_oldest_first(store: &dyn SessionStore) {
     store.commit_round(third).await.unwrap();
     assert_eq!(
         store.pending("s1").await.unwrap(),
-        vec![task("s1", "r2", "early", 1_000), updated]
+        vec![task("s1", "r2", "early", 1_000), updated.clone()]
     );
     assert_eq!(store.pending("s2").await.unwrap(), vec![]);
+
+    // The round that answers a task removes it, in the same commit; another session's task
+    // stays.
+    let mut elsewhere = round("s2", "r1", 1);
+    elsewhere.pending = Some(task("s2", "r1", "other", 3_000));
+    store.commit_round(elsewhere).await.unwrap();
+    let mut answer = round("s1", "r1", 3);
+    answer.answered = vec!["late".to_string()];
+    store.commit_round(answer).await.unwrap();
+    assert_eq!(
+        store.pending("s1").await.unwrap(),
+        vec![task("s1", "r2", "early", 1_000)]
+    );
+    assert_eq!(
+        store.pending("s2").await.unwrap(),
+        vec![task("s2", "r1", "other", 3_000)]
+    );
+    // An answer whose round lost the race removes nothing.
+    let mut stale = round("s1", "r2", 1);
+    stale.answered = vec!["early".to_string()];
+    assert!(store.commit_round(stale).await.is_err());
+    assert_eq!(store.pending("s1").await.unwrap().len(), 1);
 }
 
 async fn concurrent_commits_on_distinct_runs_all_land(store: Arc<dyn SessionStore>) {

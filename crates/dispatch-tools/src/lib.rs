@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 pub mod files;
+pub mod interactive;
 pub mod math;
 pub mod memory;
 pub mod output;
@@ -60,6 +61,8 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(memory::ChatHistoryTool::new()))?;
     registry.register(std::sync::Arc::new(output::WriteResult::new()))?;
     registry.register(std::sync::Arc::new(output::HtmlTemplate::new()))?;
+    registry.register(std::sync::Arc::new(interactive::AskUser::new()))?;
+    registry.register(std::sync::Arc::new(interactive::StoreSecret::new()))?;
     Ok(registry)
 }
 

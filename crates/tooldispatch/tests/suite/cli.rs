@@ -48,7 +48,7 @@ fn quick_start_select_then_run_tool_calculates_in_openai_format() {
                 }
             }],
             "query": "select:calculate",
-            "total_tools": 18
+            "total_tools": 20
         })
     );
 
@@ -401,6 +401,7 @@ fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
     let td = Td::new();
     let out = td.tools("s", &["--provider", "openai"]);
     let core = [
+        "ask_user",
         "chat_history",
         "find_tools",
         "reasoning_guide",
@@ -413,7 +414,7 @@ fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
         json!({
             "tools": core.map(|n| declared(n, Provider::OpenAi, false)),
             "turn_context": format!(
-                "Work directory: {}\nTools (call through run_tool): background_command, calculate, chat_history, edit_file, error_history, file_history, find_files, html_template, read_files, reasoning_guide, remove_file, restore_file, run_command, write_error, write_result, write_todo",
+                "Work directory: {}\nTools (call through run_tool): ask_user, background_command, calculate, chat_history, edit_file, error_history, file_history, find_files, html_template, read_files, reasoning_guide, remove_file, restore_file, run_command, store_secret, write_error, write_result, write_todo",
                 td.workdir().display()
             )
         })
@@ -435,6 +436,7 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
     let cc_tools = |calculate_stub: bool| {
         let mut tools = vec![declared("calculate", Provider::ClaudeCode, calculate_stub)];
         for name in [
+            "ask_user",
             "background_command",
             "chat_history",
             "edit_file",
@@ -448,6 +450,7 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
             "remove_file",
             "restore_file",
             "run_command",
+            "store_secret",
             "write_error",
             "write_result",
             "write_todo",
@@ -573,6 +576,7 @@ fn client_tools_are_handed_back_and_left_out_of_the_wire_output() {
     assert_eq!(
         names,
         [
+            "ask_user",
             "chat_history",
             "find_tools",
             "reasoning_guide",

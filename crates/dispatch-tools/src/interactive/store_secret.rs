@@ -1,0 +1,124 @@
+//! `store_secret`: the user types a credential; it is stored encrypted and only its name is
+//! ever shown (DESIGN §3.17).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dispatch_engine::{Effect, Question, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{parse_args, schema_of};
+
+/// Ask the user for a credential and store it under a name.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StoreSecretArgs {
+    /// The secret's name, UPPER_SNAKE like GITHUB_TOKEN (letters, digits, `_ . -`).
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9_.-]+$"))]
+    key: String,
+    /// What to tell the user about the value (where to find it, which scopes it needs).
+    #[serde(default)]
+    #[schemars(length(max = 2000))]
+    question: Option<String>,
+}
+
+pub struct StoreSecret {
+    spec: ToolSpec,
+}
+
+impl StoreSecret {
+    pub fn new() -> Self {
+        StoreSecret {
+            spec: ToolSpec::new(
+                "store_secret",
+                "Ask the user to enter a credential (API key, token) at a masked prompt and store it encrypted under `key`. You never see the value: use it as {{secret:KEY}} in http_request headers.",
+                schema_of::<StoreSecretArgs>(),
+            )
+            .asks_user()
+            .timeout(Duration::from_secs(24 * 60 * 60))
+            // A new credential changes what calls that failed without it would return now.
+            .effect(Effect::Mutates)
+            .no_dedupe(),
+        }
+    }
+}
+
+impl Default for StoreSecret {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Tool for StoreSecret {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn questions(&self, args: &Value) -> Vec<Question> {
+        let key = args
+            .get("key")
+            .and_then(Value::as_str)
+            .unwrap_or("the secret");
+        vec![Question {
+            question: format!("Enter the value for {key}"),
+            detail: Some(match args.get("question").and_then(Value::as_str) {
+                Some(why) if !why.trim().is_empty() => format!(
+                    "{} (stored encrypted; the model only ever sees the name)",
+                    why.trim()
+                ),
+                _ => "stored encrypted; the model only ever sees the name".to_string(),
+            }),
+            secret: true,
+            ..Question::default()
+        }]
+    }
+
+    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let questions = self.questions(&args);
+        let Some(answers) = cx.user.ask(&questions).await else {
+            return Err(ToolError::failed(
+                "the user did not enter a value (the prompt was closed); continue without it, or ask again later",
+            ));
+        };
+        self.answered(cx, args, answers).await
+    }
+
+    async fn answered(
+        &self,
+        cx: ToolContext,
+        args: Value,
+        answers: Vec<String>,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: StoreSecretArgs = parse_args("store_secret", args)?;
+        let Some(secrets) = &cx.secrets else {
+            return Err(ToolError::failed(
+                "this dispatcher has no secret store, so the value was not kept",
+            ));
+        };
+        // A pasted value often brings a newline with it; inner spaces may be meaningful.
+        let value = answers
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+            .trim_matches(['\r', '\n'])
+            .to_string();
+        if value.trim().is_empty() {
+            return Err(ToolError::failed(format!(
+                "the user entered no value for {}; nothing was stored",
+                args.key
+            )));
+        }
+        secrets
+            .set(&args.key, &value)
+            .await
+            .map_err(|e| ToolError::failed(format!("cannot store the secret {}: {e}", args.key)))?;
+        // The seed's result, in the seed's key order.
+        Ok(ToolOutput::text(format!(
+            r#"{{"ok":true,"key":{}}}"#,
+            Value::String(args.key)
+        )))
+    }
+}

@@ -1,0 +1,396 @@
+//! ask_user and store_secret through a real engine: parked and answered later (headless), or
+//! answered inline by a user who is present.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use dispatch_engine::{
+    AnswerRequest, ConfirmReply, ConfirmRequest, Confirmer, EngineError, Question, Status,
+};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::test_support::*;
+
+fn ask(questions: Value) -> Value {
+    json!({
+        "questions": questions,
+        "state": {"objective": "paint the shed", "completed": ["bought brushes"], "next_steps": ["paint"]}
+    })
+}
+
+/// Everything a session left behind that a person or a log could read.
+async fn everything(
+    h: &Harness,
+    session: &str,
+    outcomes: &[&dispatch_engine::RoundOutcome],
+) -> String {
+    let mut all = String::new();
+    for out in outcomes {
+        all.push_str(&out.report().to_string());
+    }
+    for (_, event) in h.store.events(session, 0).await.unwrap() {
+        all.push_str(&event);
+    }
+    for entry in h.store.transcript(session, None).await.unwrap() {
+        all.push_str(&entry.message_json().to_string());
+    }
+    for task in h.store.pending(session).await.unwrap() {
+        all.push_str(&serde_json::to_string(&task).unwrap());
+    }
+    all
+}
+
+#[tokio::test]
+async fn a_headless_ask_user_parks_the_run_and_the_answer_becomes_its_result() {
+    let h = Harness::new();
+    h.select("s", "calculate").await;
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![
+                run_tool("c", "calculate", json!({"expressions": ["1+1"]})),
+                call("q", "ask_user", ask(json!([
+                    {"question": "Which colour?", "options": ["red", "blue"]},
+                    {"question": "Which  sides?\n", "options": ["north", "south", "east"], "multi_select": true},
+                    {"question": "Anything else?"}
+                ]))),
+            ],
+        )
+        .await;
+    // The other call was not run, and the asking call has no result yet.
+    assert_eq!(
+        results(&out),
+        vec![result(
+            "c",
+            Status::NotRun,
+            "tool=calculate failed: not run — the round paused to ask the user (ask_user); call it again after the answer if you still need it."
+        )]
+    );
+    let pending = out.pending.clone().unwrap();
+    assert_eq!(
+        (pending.tool.as_str(), pending.tool_call_id.as_str()),
+        ("ask_user", "q")
+    );
+    assert_eq!(pending.questions[1]["multi_select"], json!(true));
+    assert_eq!(pending.state["objective"], json!("paint the shed"));
+    assert_eq!(h.store.pending("s").await.unwrap(), vec![pending.clone()]);
+
+    let answered = h
+        .engine
+        .answer(AnswerRequest::new(
+            "s",
+            pending.task_hash.clone(),
+            vec!["2".into(), "1, 3".into(), " no ".into()],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        results(&answered),
+        vec![result(
+            "q",
+            Status::Ok,
+            "[ask_user] The user answered:\n1. Which colour?\n   → blue\n2. Which sides?\n   → north, east\n3. Anything else?\n   → no"
+        )]
+    );
+    assert_eq!((answered.run.as_str(), answered.round), ("r", 2));
+    assert_eq!(h.store.pending("s").await.unwrap(), vec![]);
+    // The result joins the run's transcript right after the round that asked.
+    let transcript = h.store.transcript("s", Some("r")).await.unwrap();
+    let last = transcript.last().unwrap().message_json();
+    assert_eq!(last["tool_call_id"], json!("q"));
+    assert_eq!(last["role"], json!("tool"));
+
+    // An answer lands once.
+    let again = h
+        .engine
+        .answer(AnswerRequest::new(
+            "s",
+            pending.task_hash.clone(),
+            vec!["x".into(); 3],
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        again.to_string(),
+        format!(
+            "session s has no pending task {}; it has none (already answered, or never parked)",
+            pending.task_hash
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_answer_must_give_one_answer_per_question() {
+    let h = Harness::new();
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![call(
+                "q",
+                "ask_user",
+                ask(json!([{"question": "A?"}, {"question": "B?"}])),
+            )],
+        )
+        .await;
+    let task = out.pending.unwrap().task_hash;
+    let err = h
+        .engine
+        .answer(AnswerRequest::new(
+            "s",
+            task.clone(),
+            vec!["only one".into()],
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::BadAnswer(_)));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "task {task} asks 2 question(s) and got 1 answer(s); give one answer per question, in order"
+        )
+    );
+    // Still pending: a bad answer changes nothing.
+    assert_eq!(h.store.pending("s").await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_parked_store_secret_stores_the_answer_and_shows_only_its_name() {
+    const VALUE: &str = "tok-3f9a77c1e2";
+    let h = Harness::new();
+    h.select("s", "store_secret").await;
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![run_tool(
+                "k",
+                "store_secret",
+                json!({"key": "API_TOKEN", "question": "From the dashboard, read scope"}),
+            )],
+        )
+        .await;
+    let task = out.pending.clone().unwrap();
+    assert_eq!(
+        task.questions,
+        json!([{"question": "Enter the value for API_TOKEN", "detail": "From the dashboard, read scope (stored encrypted; the model only ever sees the name)", "secret": true}])
+    );
+    let answered = h
+        .engine
+        .answer(AnswerRequest::new(
+            "s",
+            task.task_hash,
+            vec![format!("{VALUE}\n")],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        results(&answered),
+        vec![result(
+            "k",
+            Status::Ok,
+            r#"[store_secret] {"ok":true,"key":"API_TOKEN"}"#
+        )]
+    );
+    assert_eq!(
+        h.store.secret_get("API_TOKEN").await.unwrap().as_deref(),
+        Some(VALUE)
+    );
+    let all = everything(&h, "s", &[&out, &answered]).await;
+    assert!(all.contains("API_TOKEN"));
+    assert!(!all.contains(VALUE), "the secret leaked: {all}");
+}
+
+#[tokio::test]
+async fn an_empty_secret_is_not_stored() {
+    let h = Harness::new();
+    h.select("s", "store_secret").await;
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![run_tool("k", "store_secret", json!({"key": "API_TOKEN"}))],
+        )
+        .await;
+    let answered = h
+        .engine
+        .answer(AnswerRequest::new(
+            "s",
+            out.pending.unwrap().task_hash,
+            vec!["\n".into()],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(answered.results[0].status, Status::Failed);
+    assert!(
+        answered.results[0].content.starts_with(
+            "[store_secret] tool=store_secret failed: the user entered no value for API_TOKEN; nothing was stored"
+        ),
+        "{}",
+        answered.results[0].content
+    );
+    assert_eq!(h.store.secret_get("API_TOKEN").await.unwrap(), None);
+}
+
+/// A user at the keyboard: approves everything, answers from a script, remembers the questions.
+struct PresentUser {
+    answers: Mutex<Vec<Vec<String>>>,
+    asked: Mutex<Vec<Vec<Question>>>,
+}
+
+impl PresentUser {
+    fn new(answers: Vec<Vec<&str>>) -> Arc<Self> {
+        Arc::new(PresentUser {
+            answers: Mutex::new(
+                answers
+                    .into_iter()
+                    .rev()
+                    .map(|a| a.into_iter().map(String::from).collect())
+                    .collect(),
+            ),
+            asked: Mutex::default(),
+        })
+    }
+}
+
+#[async_trait]
+impl Confirmer for PresentUser {
+    async fn confirm(&self, _request: &ConfirmRequest) -> ConfirmReply {
+        ConfirmReply {
+            approve: true,
+            ..ConfirmReply::default()
+        }
+    }
+    async fn ask(&self, questions: &[Question]) -> Option<Vec<String>> {
+        self.asked.lock().unwrap().push(questions.to_vec());
+        self.answers.lock().unwrap().pop()
+    }
+    fn interactive(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn with_a_user_present_both_tools_run_inline_and_a_new_secret_is_hidden_at_once() {
+    const VALUE: &str = "sk-live-8c1d2e3f";
+    let user = PresentUser::new(vec![vec!["blue"], vec![VALUE]]);
+    let h = Harness::with_confirmer(user.clone());
+    std::fs::write(h.root().join("key.txt"), VALUE).unwrap();
+    h.select("s", "run_command,store_secret").await;
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![
+                call("q", "ask_user", ask(json!([{"question": "Colour?"}]))),
+                run_tool("k", "store_secret", json!({"key": "LIVE_KEY"})),
+                // Prints the value just stored (the user also keeps it in a file): the round
+                // must already hide it.
+                run_tool("p", "run_command", json!({"argv": ["cat", "key.txt"]})),
+            ],
+        )
+        .await;
+    assert_eq!(out.pending, None);
+    assert_eq!(
+        results(&out),
+        vec![
+            result(
+                "q",
+                Status::Ok,
+                "[ask_user] The user answered:\n1. Colour?\n   → blue"
+            ),
+            result(
+                "k",
+                Status::Ok,
+                r#"[store_secret] {"ok":true,"key":"LIVE_KEY"}"#
+            ),
+            result(
+                "p",
+                Status::Ok,
+                "[run_command] exit code 0 (0.0 s)\n$ cat key.txt  (in .)\n--- stdout ---\n[secret:LIVE_KEY]"
+            ),
+        ]
+    );
+    assert_eq!(user.asked.lock().unwrap()[1][0].secret, true);
+    let all = everything(&h, "s", &[&out]).await;
+    assert!(!all.contains(VALUE), "the secret leaked: {all}");
+}
+
+#[tokio::test]
+async fn a_secret_answer_to_ask_user_is_stored_and_named_not_shown() {
+    const VALUE: &str = "hunter2-but-longer";
+    let user = PresentUser::new(vec![vec!["yes", VALUE]]);
+    let h = Harness::with_confirmer(user);
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![call(
+                "q",
+                "ask_user",
+                ask(json!([
+                    {"question": "Deploy?"},
+                    {"question": "The deploy password?", "secret": true}
+                ])),
+            )],
+        )
+        .await;
+    let text = &out.results[0].content;
+    let name = text
+        .split("stored as ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    assert!(
+        name.starts_with("ANSWER_") && name.ends_with("_2"),
+        "{name}"
+    );
+    assert_eq!(
+        text,
+        &format!(
+            "[ask_user] The user answered:\n1. Deploy?\n   → yes\n2. The deploy password?\n   → (a secret; stored as {name} — pass it as {{{{secret:{name}}}}} where it is needed)"
+        )
+    );
+    assert_eq!(
+        h.store.secret_get(&name).await.unwrap().as_deref(),
+        Some(VALUE)
+    );
+    assert!(!everything(&h, "s", &[&out]).await.contains(VALUE));
+}
+
+#[tokio::test]
+async fn a_user_who_closes_the_prompt_gets_a_failure_the_model_can_act_on() {
+    let h = Harness::with_confirmer(PresentUser::new(vec![]));
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![call("q", "ask_user", ask(json!([{"question": "  "}])))],
+        )
+        .await;
+    assert_eq!(out.results[0].status, Status::Failed);
+    assert!(
+        out.results[0].content.starts_with(
+            "[ask_user] tool=ask_user failed: question 1 is blank; write each question out"
+        ),
+        "{}",
+        out.results[0].content
+    );
+    let out = h
+        .round(
+            "s",
+            "r2",
+            vec![call("q", "ask_user", ask(json!([{"question": "Colour?"}])))],
+        )
+        .await;
+    assert!(
+        out.results[0].content.starts_with(
+            "[ask_user] tool=ask_user failed: the user did not answer (the prompt was closed); continue with what you know, or ask again later"
+        ),
+        "{}",
+        out.results[0].content
+    );
+}
