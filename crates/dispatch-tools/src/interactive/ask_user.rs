@@ -18,6 +18,7 @@ struct AskUserArgs {
     #[schemars(length(min = 1, max = 10))]
     questions: Vec<QuestionArg>,
     /// Where the task stands, kept with the questions so it can resume from the answers.
+    #[allow(dead_code)]
     state: StateArg,
 }
 
@@ -43,6 +44,8 @@ struct QuestionArg {
     secret: bool,
 }
 
+/// Read by the engine, which keeps it with the pending task; declared here for the schema.
+#[allow(dead_code)]
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct StateArg {
@@ -90,9 +93,25 @@ impl Tool for AskUser {
         &self.spec
     }
 
+    fn questions(&self, args: &Value) -> Vec<Question> {
+        let Ok(args) = serde_json::from_value::<AskUserArgs>(args.clone()) else {
+            return Vec::new();
+        };
+        args.questions
+            .into_iter()
+            .map(|q| Question {
+                question: one_line(&q.question),
+                detail: q.detail,
+                options: q.options,
+                multi_select: q.multi_select,
+                secret: q.secret,
+            })
+            .collect()
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let questions = self.questions(&args);
         check(&args)?;
+        let questions = self.questions(&args);
         let Some(answers) = cx.user.ask(&questions).await else {
             return Err(ToolError::failed(
                 "the user did not answer (the prompt was closed); continue with what you know, or ask again later",
@@ -111,7 +130,7 @@ impl Tool for AskUser {
         let mut text = String::from("The user answered:\n");
         for (n, (question, answer)) in questions.iter().zip(answers).enumerate() {
             let n = n + 1;
-            text.push_str(&format!("{n}. {}\n", one_line(&question.question)));
+            text.push_str(&format!("{n}. {}\n", question.question));
             let shown = if question.secret {
                 secret_answer(&cx, n, &answer).await?
             } else {

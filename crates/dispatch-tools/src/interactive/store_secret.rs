@@ -58,13 +58,12 @@ impl Tool for StoreSecret {
     }
 
     fn questions(&self, args: &Value) -> Vec<Question> {
-        let key = args
-            .get("key")
-            .and_then(Value::as_str)
-            .unwrap_or("the secret");
+        let Ok(args) = serde_json::from_value::<StoreSecretArgs>(args.clone()) else {
+            return Vec::new();
+        };
         vec![Question {
-            question: format!("Enter the value for {key}"),
-            detail: Some(match args.get("question").and_then(Value::as_str) {
+            question: format!("Enter the value for {}", args.key),
+            detail: Some(match args.question.as_deref() {
                 Some(why) if !why.trim().is_empty() => format!(
                     "{} (stored encrypted; the model only ever sees the name)",
                     why.trim()
