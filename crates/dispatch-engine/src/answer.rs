@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use dispatch_store::PendingTask;
 use serde_json::Value;
 
 use crate::round::{Engine, EngineError, RoundOutcome, RoundRequest, Slot, SlotState};
@@ -38,6 +39,11 @@ impl AnswerRequest {
 }
 
 impl Engine {
+    /// The session's runs parked on the user, oldest first.
+    pub async fn pending(&self, session: &str) -> Result<Vec<PendingTask>, EngineError> {
+        Ok(self.store.pending(session).await?)
+    }
+
     /// Deliver the user's answers to a pending task: the parked call finishes with them, its
     /// result is committed in the task's run (removing the task in the same commit, so an
     /// answer lands once), and the outcome carries that one result.

@@ -1,12 +1,15 @@
-//! `round`, `tools` and `replay`.
+//! `round`, `tools`, `replay` and `answer`.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 
-use dispatch_engine::{Engine, EngineError, Provider, RoundOutcome, RoundRequest};
+use dispatch_engine::{
+    AnswerRequest, Confirmer, Engine, EngineError, Provider, Question, RoundOutcome, RoundRequest,
+};
 use serde_json::{Value, json};
 
 use crate::setup::{self, client_tools};
-use crate::{CliError, Common, ReplayArgs, RoundArgs, ToolsArgs};
+use crate::terminal::TerminalConfirmer;
+use crate::{AnswerArgs, CliError, Common, ReplayArgs, RoundArgs, ToolsArgs};
 
 pub async fn round(args: RoundArgs) -> Result<(), CliError> {
     let input = match &args.input {
@@ -108,14 +111,85 @@ async fn dispatch(
     })?;
     if let Some(pending) = &outcome.pending {
         eprintln!(
-            "tooldispatch: the run is paused for ask_user (task {}); its answer becomes the result of call {}",
-            pending.task_hash, pending.tool_call_id
+            "tooldispatch: the run waits on the user ({}, task {}); answer with `tooldispatch answer --session {session} --task {}`, whose output is the result of call {}",
+            pending.tool, pending.task_hash, pending.task_hash, pending.tool_call_id
         );
     }
     if let Some(fatal) = &outcome.fatal {
         eprintln!("tooldispatch: {fatal}; the results are committed, but the run should stop");
     }
     Ok(outcome)
+}
+
+pub async fn answer(args: AnswerArgs) -> Result<(), CliError> {
+    let engine = setup::engine(&args.common, None)?;
+    let pending = engine
+        .pending(&args.session)
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let Some(hash) = &args.task else {
+        let listed: Vec<Value> = pending
+            .iter()
+            .map(|t| {
+                json!({"task": t.task_hash, "run": t.run, "tool": t.tool, "tool_call_id": t.tool_call_id,
+                       "questions": t.questions, "state": t.state})
+            })
+            .collect();
+        crate::print_line(&Value::Array(listed).to_string());
+        return Ok(());
+    };
+    // An unknown task is reported by the engine, with the tasks that do wait.
+    let questions: Vec<Question> = pending
+        .iter()
+        .find(|t| &t.task_hash == hash)
+        .and_then(|t| serde_json::from_value(t.questions.clone()).ok())
+        .unwrap_or_default();
+    let answers = read_answers(&args, &questions).await?;
+    let mut request = AnswerRequest::new(&args.session, hash, answers);
+    request.request.provider = args.common.provider;
+    let outcome = engine.answer(request).await.map_err(|e| match e {
+        EngineError::NoSuchTask { .. } | EngineError::BadAnswer(_) => {
+            CliError::input(e.to_string())
+        }
+        other => CliError::failed(other.to_string()),
+    })?;
+    print_outcome(&outcome, args.common.provider, args.report);
+    Ok(())
+}
+
+/// The answers from `--answer`, else stdin, else the terminal. A secret never comes from the
+/// command line, where shell history and `ps` would keep it.
+async fn read_answers(args: &AnswerArgs, questions: &[Question]) -> Result<Vec<String>, CliError> {
+    let secret = questions.iter().any(|q| q.secret);
+    if !args.answers.is_empty() {
+        if secret {
+            return Err(CliError::input(
+                "this task asks for a secret: type it at the prompt, or pipe it on stdin; never pass it with --answer",
+            ));
+        }
+        return Ok(args.answers.clone());
+    }
+    if std::io::stdin().is_terminal() {
+        let terminal = TerminalConfirmer::open().map_err(CliError::input)?;
+        return terminal
+            .ask(questions)
+            .await
+            .ok_or_else(|| CliError::input("no answer was given (the terminal closed)"));
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::input(format!("cannot read the answers from stdin: {e}")))?;
+    if let Ok(answers) = serde_json::from_str::<Vec<String>>(text.trim()) {
+        return Ok(answers);
+    }
+    if questions.len() == 1 {
+        return Ok(vec![text.trim_end_matches(['\r', '\n']).to_string()]);
+    }
+    Err(CliError::input(format!(
+        "this task asks {} questions: pipe a JSON array with one answer per question, or use --answer once per question",
+        questions.len()
+    )))
 }
 
 fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {

@@ -37,6 +37,8 @@ enum Command {
     Tools(ToolsArgs),
     /// Dispatch a JSONL file of model replies (one per line; {"new_run": true} starts a new run).
     Replay(ReplayArgs),
+    /// Answer a run that waits on the user (ask_user, store_secret); without --task, list them.
+    Answer(AnswerArgs),
     /// Measure the engine: per-call overhead, or the concurrency bound with sleeping calls.
     Bench(bench::BenchArgs),
     /// Store housekeeping: `stats` (what it holds) and `gc` (drop what is no longer needed).
@@ -111,6 +113,24 @@ struct ReplayArgs {
     #[arg(long, default_value = "replay")]
     session: String,
     /// Print round reports instead of result messages.
+    #[arg(long)]
+    report: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct AnswerArgs {
+    #[arg(long)]
+    session: String,
+    /// The waiting task (its task_hash); omit to list the session's waiting tasks.
+    #[arg(long)]
+    task: Option<String>,
+    /// One answer per question, in order. Without it the answers are read from stdin (a JSON
+    /// array of strings, or plain text for a single question), or asked at the terminal.
+    #[arg(long = "answer")]
+    answers: Vec<String>,
+    /// Print the round report instead of the result message.
     #[arg(long)]
     report: bool,
     #[command(flatten)]
@@ -195,6 +215,7 @@ fn main() -> ExitCode {
             Command::Round(args) => commands::round(args).await,
             Command::Tools(args) => commands::tools(args).await,
             Command::Replay(args) => commands::replay(args).await,
+            Command::Answer(args) => commands::answer(args).await,
             Command::Store(args) => store_cmd::run(args).await,
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))

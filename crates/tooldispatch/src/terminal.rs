@@ -1,12 +1,13 @@
-//! `--approve ask`: confirmations answered at the terminal. The reply comes on stdin, so the
-//! questions go through /dev/tty.
+//! `--approve ask` and `tooldispatch answer`: confirmations and questions (ask_user,
+//! store_secret) answered at the terminal. A round's reply comes on stdin, so everything goes
+//! through /dev/tty; a secret is typed with echo off.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use dispatch_engine::{ConfirmReply, ConfirmRequest, Confirmer};
+use dispatch_engine::{ConfirmReply, ConfirmRequest, Confirmer, Question};
 
 pub struct TerminalConfirmer {
     tty: Arc<Mutex<File>>,
@@ -38,9 +39,74 @@ impl Confirmer for TerminalConfirmer {
             .unwrap_or_default()
     }
 
+    async fn ask(&self, questions: &[Question]) -> Option<Vec<String>> {
+        let tty = self.tty.clone();
+        let questions = questions.to_vec();
+        tokio::task::spawn_blocking(move || ask_questions(&tty, &questions))
+            .await
+            .ok()
+            .flatten()
+    }
+
     fn interactive(&self) -> bool {
         true
     }
+}
+
+/// Each question with its detail and numbered options, one answered line each; `None` when
+/// the terminal closed.
+fn ask_questions(tty: &Mutex<File>, questions: &[Question]) -> Option<Vec<String>> {
+    let mut tty = tty.lock().ok()?;
+    let mut answers = Vec::with_capacity(questions.len());
+    for question in questions {
+        let mut prompt = format!("\n{}\n", shown(&question.question, 2000));
+        if let Some(detail) = &question.detail {
+            prompt.push_str(&format!("  {}\n", shown(detail, 4000)));
+        }
+        for (n, option) in question.options.iter().enumerate() {
+            prompt.push_str(&format!("  {}) {}\n", n + 1, shown(option, 400)));
+        }
+        if question.multi_select {
+            prompt.push_str("  (several: numbers separated by commas)\n");
+        }
+        prompt.push_str(if question.secret {
+            "(typing is hidden) > "
+        } else {
+            "> "
+        });
+        tty.write_all(prompt.as_bytes())
+            .and_then(|_| tty.flush())
+            .ok()?;
+        let line = if question.secret {
+            read_hidden(&mut tty)?
+        } else {
+            read_line(&tty)?
+        };
+        answers.push(line.trim_end_matches(['\r', '\n']).to_string());
+    }
+    Some(answers)
+}
+
+/// One line; `None` at end of input.
+fn read_line(tty: &File) -> Option<String> {
+    let mut line = String::new();
+    match BufReader::new(tty.try_clone().ok()?).read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line),
+    }
+}
+
+/// One line typed with echo off; echo comes back even when reading fails.
+fn read_hidden(tty: &mut File) -> Option<String> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    let saved = tcgetattr(&*tty).ok()?;
+    let mut quiet = saved.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(&*tty, OptionalActions::Now, &quiet).ok()?;
+    let line = read_line(tty);
+    let _ = tcsetattr(&*tty, OptionalActions::Now, &saved);
+    let _ = tty.write_all(b"\n");
+    line
 }
 
 /// Text from the model shown at the terminal: control characters (escape sequences could

@@ -1,0 +1,201 @@
+//! ask_user and store_secret across processes: one `tooldispatch round` parks the run on the
+//! SQLite store, a second process (`tooldispatch answer`) finishes the call with the answer.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::support::*;
+
+fn ask_reply() -> String {
+    openai(&[(
+        "q1",
+        "ask_user",
+        json!({
+            "questions": [{"question": "Which database?", "options": ["SQLite", "Postgres"]}],
+            "state": {"objective": "set up storage", "completed": [], "next_steps": ["write the config"]}
+        }),
+    )])
+}
+
+#[test]
+fn ask_user_parks_in_one_process_and_is_answered_from_another() {
+    let td = Td::new();
+    let output = td
+        .cmd(&["round", "--session", "s", "--run", "r"])
+        .write_stdin(ask_reply())
+        .output()
+        .unwrap();
+    // Nothing to append yet: the asking call's result is the answer, later.
+    assert_eq!(stdout_json(&output), json!([]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let listed = stdout_json(&td.cmd(&["answer", "--session", "s"]).output().unwrap());
+    let task = listed[0]["task"].as_str().unwrap().to_string();
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "tooldispatch: the run waits on the user (ask_user, task {task}); answer with `tooldispatch answer --session s --task {task}`, whose output is the result of call q1"
+        )
+    );
+    assert_eq!(
+        listed,
+        json!([{
+            "task": task, "run": "r", "tool": "ask_user", "tool_call_id": "q1",
+            "questions": [{"question": "Which database?", "options": ["SQLite", "Postgres"]}],
+            "state": {"objective": "set up storage", "completed": [], "next_steps": ["write the config"]}
+        }])
+    );
+
+    let answered = td
+        .cmd(&["answer", "--session", "s", "--task", &task, "--answer", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_json(&answered),
+        json!([{"role": "tool", "tool_call_id": "q1",
+                "content": "[ask_user] The user answered:\n1. Which database?\n   → SQLite"}])
+    );
+    assert_eq!(
+        stdout_json(&td.cmd(&["answer", "--session", "s"]).output().unwrap()),
+        json!([])
+    );
+
+    // A second answer to the same task is bad input that says why.
+    let again = td
+        .cmd(&["answer", "--session", "s", "--task", &task, "--answer", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stderr).trim(),
+        format!(
+            "tooldispatch: session s has no pending task {task}; it has none (already answered, or never parked)"
+        )
+    );
+}
+
+#[test]
+fn answers_come_from_stdin_as_a_json_array_or_plain_text() {
+    let td = Td::new();
+    let two = openai(&[(
+        "q",
+        "ask_user",
+        json!({
+            "questions": [{"question": "Name?"}, {"question": "Port?"}],
+            "state": {"objective": "o", "completed": [], "next_steps": []}
+        }),
+    )]);
+    let report = td.report("s", "r", &[], &two);
+    let task = report["pending"]["task_hash"].as_str().unwrap().to_string();
+    let plain = td
+        .cmd(&["answer", "--session", "s", "--task", &task])
+        .write_stdin("just one line\n")
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stderr).trim(),
+        "tooldispatch: this task asks 2 questions: pipe a JSON array with one answer per question, or use --answer once per question"
+    );
+    let answered = td
+        .cmd(&["answer", "--session", "s", "--task", &task, "--report"])
+        .write_stdin(r#"["api", "8080"]"#)
+        .output()
+        .unwrap();
+    let report = stdout_json(&answered);
+    assert_eq!(
+        (
+            report["run"].clone(),
+            report["round"].clone(),
+            report["results"][0]["content"].clone()
+        ),
+        (
+            json!("r"),
+            json!(2),
+            json!("[ask_user] The user answered:\n1. Name?\n   → api\n2. Port?\n   → 8080")
+        )
+    );
+}
+
+#[test]
+fn a_secret_is_answered_on_stdin_stored_encrypted_and_never_shown() {
+    const VALUE: &str = "sk-test-51HcQ2eZvKYlo2C";
+    let td = Td::new();
+    td.round("s", "m", &[], &select("m", "store_secret"));
+    let reply = openai(&[(
+        "k",
+        "run_tool",
+        run_tool(
+            "store_secret",
+            json!({"key": "STRIPE_KEY", "question": "Test-mode key"}),
+        ),
+    )]);
+    let report = td.report("s", "r", &[], &reply);
+    let task = report["pending"]["task_hash"].as_str().unwrap().to_string();
+
+    // Never on the command line.
+    let refused = td
+        .cmd(&[
+            "answer",
+            "--session",
+            "s",
+            "--task",
+            &task,
+            "--answer",
+            VALUE,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr).trim(),
+        "tooldispatch: this task asks for a secret: type it at the prompt, or pipe it on stdin; never pass it with --answer"
+    );
+
+    let answered = td
+        .cmd(&["answer", "--session", "s", "--task", &task])
+        .write_stdin(format!("{VALUE}\n"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_json(&answered),
+        json!([{"role": "tool", "tool_call_id": "k",
+                "content": r#"[store_secret] {"ok":true,"key":"STRIPE_KEY"}"#}])
+    );
+
+    // Every byte the store keeps (the database, its WAL, the key file beside it) is free of
+    // the value: it is sealed, not written.
+    let dir = td.store_path().parent().unwrap();
+    let mut scanned = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            scanned += bytes.len();
+            assert!(
+                !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+                "{} holds the secret",
+                path.display()
+            );
+        }
+    }
+    assert!(scanned > 0);
+    // Yet it is there for the next process: a command that prints it shows its name.
+    td.round("s", "m2", &[], &select("m2", "run_command"));
+    std::fs::write(td.workdir().join("k.txt"), VALUE).unwrap();
+    let shown = td.round(
+        "s",
+        "r2",
+        &[],
+        &openai(&[(
+            "c",
+            "run_tool",
+            run_tool("run_command", json!({"argv": ["cat", "k.txt"]})),
+        )]),
+    );
+    assert_eq!(
+        shown[0]["content"],
+        json!(
+            "[run_command] exit code 0 (0.0 s)\n$ cat k.txt  (in .)\n--- stdout ---\n[secret:STRIPE_KEY]"
+        )
+    );
+}
