@@ -6,6 +6,8 @@ use dispatch_engine::{Registry, RegistryError, register_system_tools};
 use schemars::JsonSchema;
 use serde_json::Value;
 
+#[cfg(test)]
+mod core_tools_tests;
 pub mod files;
 pub mod interactive;
 pub mod math;
