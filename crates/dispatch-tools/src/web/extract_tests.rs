@@ -536,6 +536,41 @@ fn ten_mb_of_nested_divs_is_refused_as_a_tree_in_bounded_time() {
 }
 
 #[test]
+fn nesting_just_under_the_limit_extracts_on_a_default_thread_stack() {
+    let words = "<p>Deep inside the page there is still a sentence worth reading, with enough words \
+                 to count as content for the readability scorer and its thresholds.</p>";
+    for (open, close) in [
+        ("<div>", "</div>"),
+        ("<ul><li>", "</li></ul>"),
+        ("<blockquote>", "</blockquote>"),
+    ] {
+        // The deepest trees the guard lets through (unclosed-able li adds a level it does not count).
+        let depth = MAX_DEPTH - 2;
+        let html = format!(
+            "<html><body>{}{}{}</body></html>",
+            open.repeat(depth),
+            words.repeat(5),
+            close.repeat(depth)
+        );
+        assert!(TagShape::scan(&html).too_complex().is_none(), "{open}");
+        // A fresh 2 MiB thread, the size tokio gives its blocking pool.
+        let result = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || {
+                [PageFormat::Markdown, PageFormat::Html, PageFormat::Outline].map(|format| {
+                    extract(&html, PAGE_URL, format, true).map(|e| e.text.contains("worth reading"))
+                })
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(result[0], Ok(true), "{open} markdown");
+        assert_eq!(result[1], Ok(true), "{open} html");
+        assert!(result[2].is_ok(), "{open} outline");
+    }
+}
+
+#[test]
 fn self_closed_divs_nest_like_open_ones() {
     let html = "<div/>".repeat(1000) + "<p>x</p>";
     assert_eq!(

@@ -278,9 +278,8 @@ fn visible(line: &str) -> String {
             rest = r;
         }
     }
-    let mut chars = rest.char_indices().peekable();
     let mut skip_until = 0usize;
-    while let Some((i, c)) = chars.next() {
+    for (i, c) in rest.char_indices() {
         if i < skip_until {
             continue;
         }
