@@ -81,12 +81,10 @@ pub enum ExtractError {
     },
 }
 
-/// Decode a page body to text: charset from a BOM, else the Content-Type header, else
-/// `<meta charset>` in the first 4 KiB, else UTF-8 with a windows-1252 fallback.
-///
-/// The BOM wins over the header, as in browsers (WHATWG "decode"): a BOM is proof of the
-/// encoding, a header is often a server default.
+/// Page bytes → text: BOM, else Content-Type charset, else `<meta charset>`, else UTF-8/windows-1252.
 pub fn decode_html(body: &[u8], content_type: Option<&str>) -> String {
+    // The BOM wins over the header, as in browsers (WHATWG "decode"): a BOM is proof of the
+    // encoding, a header is often a server default.
     if let Some((encoding, bom_len)) = Encoding::for_bom(body) {
         let (text, _) = encoding.decode_without_bom_handling(&body[bom_len..]);
         return text.into_owned();

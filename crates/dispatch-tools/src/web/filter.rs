@@ -32,8 +32,7 @@ const MAX_SECTION_BYTES: usize = 2000;
 /// How much of the focus the header quotes.
 const MAX_FOCUS_CHARS_SHOWN: usize = 80;
 
-/// The built-in filter: strips boilerplate, ranks sections by overlap with the focus words, and
-/// keeps what fits. Same input, same output.
+/// The built-in filter: boilerplate out, sections ranked by focus words, kept until the budget.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeterministicFilter;
 
@@ -628,8 +627,7 @@ order; drop navigation, ads, cookie notices and other boilerplate. Without a foc
 content. Stay within the byte budget. If nothing on the page is relevant, answer with one line \
 saying so. No preamble, no commentary.";
 
-/// A filter that asks a model (OpenAI-compatible chat completions) and falls back to the
-/// built-in filter, with a note, on any failure.
+/// Asks a model (OpenAI-compatible chat completions); on any failure, the built-in filter plus a note.
 #[derive(Debug, Clone)]
 pub struct ModelFilter {
     config: ModelFilterConfig,
