@@ -209,7 +209,8 @@ fn list(entries: &[ApiEntry], args: &PublicApiListArgs) -> Result<String, ToolEr
             matches.len()
         )
     } else {
-        format!("{shown} APIs matching {filters}:\n")
+        let noun = if shown == 1 { "API" } else { "APIs" };
+        format!("{shown} {noun} matching {filters}:\n")
     };
     for e in matches.iter().take(shown) {
         let cors = e

@@ -66,7 +66,7 @@ fn a_category_and_auth_filter_lists_exactly_the_matches() {
     .unwrap();
     assert_eq!(
         text,
-        "1 APIs matching category=Calendar & Time, auth=apiKey:\n\
+        "1 API matching category=Calendar & Time, auth=apiKey:\n\
          - Calendarific [Calendar & Time] https://calendarific.com/api-documentation (auth: apiKey)\n  \
          National, local and religious holidays for 230 countries.\n\
          Call one with http_request(url=...); if you do not know its endpoints, read its docs URL with fetch_page first."
@@ -78,7 +78,7 @@ fn keywords_must_all_match_and_the_limit_says_how_many_were_left_out() {
     let text = list(entries(), &args(json!({"keyword": "EARTHQUAKE geojson"}))).unwrap();
     assert_eq!(
         text,
-        "1 APIs matching keyword=\"EARTHQUAKE geojson\":\n\
+        "1 API matching keyword=\"EARTHQUAKE geojson\":\n\
          - USGS Earthquake Catalog [Science & Research] https://earthquake.usgs.gov/fdsnws/event/1/ (auth: none, CORS yes)\n  \
          Earthquake events as GeoJSON filtered by time, location and magnitude.\n\
          Call one with http_request(url=...); if you do not know its endpoints, read its docs URL with fetch_page first."

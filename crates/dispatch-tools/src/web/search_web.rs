@@ -250,7 +250,8 @@ fn render(args: &SearchWebArgs, query: &str, found: &CachedSearch) -> String {
         );
     }
     let shown = found.hits.len().min(args.limit);
-    let mut out = format!("{shown} results for \"{query}\" {scope}:\n");
+    let noun = if shown == 1 { "result" } else { "results" };
+    let mut out = format!("{shown} {noun} for \"{query}\" {scope}:\n");
     for (i, hit) in found.hits.iter().take(shown).enumerate() {
         let title = if hit.title.is_empty() {
             "(untitled)"

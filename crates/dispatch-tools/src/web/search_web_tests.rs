@@ -108,7 +108,7 @@ async fn limit_cuts_the_list() {
     let results = search(&h, "s", "r", vec![json!({"query": "rust", "limit": 1})]).await;
     assert_eq!(
         results[0].content,
-        "[search_web] 1 results for \"rust\" (web, any time) via searxng:
+        "[search_web] 1 result for \"rust\" (web, any time) via searxng:
 1. Tokio - An asynchronous Rust runtime
    https://tokio.rs/
    Tokio is an asynchronous runtime for the Rust programming language. It provides the building blocks needed for writing network applications."
@@ -198,7 +198,7 @@ async fn brave_sends_the_stored_key_and_never_shows_it() {
             result(
                 "c2",
                 Status::Ok,
-                "[search_web] 1 results for \"rust release\" (news, any time) via brave:
+                "[search_web] 1 result for \"rust release\" (news, any time) via brave:
 1. Rust 1.95 released (4 days ago)
    https://blog.rust-lang.org/2026/11/27/Rust-1.95.0/
    The Rust team is happy to announce a new version of Rust, 1.95.0."
@@ -403,5 +403,41 @@ fn the_cache_key_is_the_canonical_request() {
     assert_eq!(
         cache_key("rust async", Source::News, TimeRange::Week),
         r#"search_web|{"query":"rust async","source":"news","time_range":"week"}"#
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_answer_is_refused_not_read_whole() {
+    let huge = format!(r#"{{"results": [], "pad": "{}"}}"#, "x".repeat(3 * 1024 * 1024));
+    let server = TestServer::start(move |_| (200, huge.clone())).await;
+    let h = harness(searxng(&server.base));
+    let results = search(&h, "s", "r", vec![json!({"query": "rust"})]).await;
+    assert_eq!(results[0].status, Status::Failed);
+    assert!(
+        results[0].content.starts_with(&format!(
+            "[search_web] tool=search_web failed: the searxng search backend at {}/search sent more than 2 MiB, which is not a search answer; check the search settings in the config file\nnext: once a different fix works",
+            server.base
+        )),
+        "{}",
+        results[0].content
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_backend_is_reported_with_its_address() {
+    // A port that was just free: nothing listens there any more.
+    let base = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let h = harness(searxng(&base));
+    let results = search(&h, "s", "r", vec![json!({"query": "rust"})]).await;
+    assert_eq!(results[0].status, Status::Failed);
+    assert!(
+        results[0].content.starts_with(&format!(
+            "[search_web] tool=search_web failed: the searxng search backend at {base}/search could not connect; try again later, or check the search settings in the config file\n"
+        )),
+        "{}",
+        results[0].content
     );
 }

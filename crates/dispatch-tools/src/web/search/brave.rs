@@ -6,7 +6,7 @@ use dispatch_engine::ToolSecrets;
 use serde::Deserialize;
 
 use super::{SearchBackend, SearchError, SearchHit, SearchQuery, Source, TimeRange};
-use super::{excerpt, plain, transport_error};
+use super::{excerpt, plain, read_body, transport_error};
 
 /// The secret holding the Brave Search API key.
 pub const BRAVE_API_KEY: &str = "BRAVE_API_KEY";
@@ -135,10 +135,7 @@ impl SearchBackend for Brave {
             .await
             .map_err(|e| transport_error("brave", &endpoint, &e))?;
         let status = response.status();
-        let body = response
-            .text()
-            .await
-            .map_err(|e| transport_error("brave", &endpoint, &e))?;
+        let body = read_body(response, "brave", &endpoint).await?;
         match status.as_u16() {
             401 | 403 => {
                 return Err(credential(format!(

@@ -177,6 +177,32 @@ pub(crate) fn excerpt(body: &str) -> String {
     }
 }
 
+/// The most bytes read from one backend answer (a page of results is a few tens of KiB).
+pub(crate) const MAX_BODY: usize = 2 * 1024 * 1024;
+
+/// The answer's body as text, refused past [`MAX_BODY`] so a broken backend cannot fill memory.
+pub(crate) async fn read_body(
+    mut response: reqwest::Response,
+    backend: &str,
+    url: &str,
+) -> Result<String, SearchError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| transport_error(backend, url, &e))?
+    {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(SearchError::Failed(format!(
+                "the {backend} search backend at {url} sent more than {} MiB, which is not a search answer; check the search settings in the config file",
+                MAX_BODY / (1024 * 1024)
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
 /// The failure for a request that never got an answer.
 pub(crate) fn transport_error(backend: &str, url: &str, e: &reqwest::Error) -> SearchError {
     let what = if e.is_timeout() {

@@ -7,7 +7,7 @@ use dispatch_engine::ToolSecrets;
 use serde::Deserialize;
 
 use super::{SearchBackend, SearchError, SearchHit, SearchQuery, Source, TimeRange};
-use super::{excerpt, plain, transport_error};
+use super::{excerpt, plain, read_body, transport_error};
 
 /// A SearXNG instance the user configured.
 pub struct Searxng {
@@ -99,10 +99,7 @@ impl SearchBackend for Searxng {
             .await
             .map_err(|e| transport_error("searxng", &shown, &e))?;
         let status = response.status();
-        let body = response
-            .text()
-            .await
-            .map_err(|e| transport_error("searxng", &shown, &e))?;
+        let body = read_body(response, "searxng", &shown).await?;
         if status == reqwest::StatusCode::FORBIDDEN {
             return Err(SearchError::Failed(format!(
                 "the SearXNG instance at {shown} does not serve the JSON format; the user must add `json` to search.formats in its settings.yml"
