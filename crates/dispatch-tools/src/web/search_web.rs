@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::search::{
     BRAVE_DEFAULT_URL, BackendKind, Brave, SearchBackend, SearchConfig, SearchError, SearchHit,
-    SearchQuery, Searxng, Source, TimeRange,
+    SearchQuery, Searxng, Source, TAVILY_DEFAULT_URL, Tavily, TimeRange,
 };
 use crate::{parse_args, schema_of};
 
@@ -104,6 +104,10 @@ impl SearchWeb {
                     let url = config.brave_url.as_deref().unwrap_or(BRAVE_DEFAULT_URL);
                     backends.push(Arc::new(Brave::new(url, client.clone())));
                 }
+                BackendKind::Tavily => {
+                    let url = config.tavily_url.as_deref().unwrap_or(TAVILY_DEFAULT_URL);
+                    backends.push(Arc::new(Tavily::new(url, client.clone())));
+                }
             }
         }
         SearchWeb::with_backends(backends, config.min_gap)
@@ -148,15 +152,20 @@ impl SearchWeb {
                 }
             }
         }
-        let secret = self
+        let secrets: Vec<&str> = self
             .backends
             .iter()
-            .find_map(|t| t.backend.required_secret());
-        Err(match secret {
+            .filter_map(|t| t.backend.required_secret())
+            .collect();
+        Err(match secrets.first() {
             Some(key) => ToolError::Credential {
                 key: Some(key.to_string()),
                 message: format!(
-                    "no web search backend is configured. Either the user sets search.searxng_url in the config file to a SearXNG instance with the JSON format enabled, or an API key is stored: ask the user to store it with store_secret(key=\"{key}\"), then retry"
+                    "no web search backend is configured. Either the user sets search.searxng_url in the config file to a SearXNG instance with the JSON format enabled, or an API key is stored: ask the user to store it with store_secret(key=\"{key}\"){}, then retry",
+                    secrets[1..]
+                        .iter()
+                        .map(|k| format!(" or store_secret(key=\"{k}\")"))
+                        .collect::<String>()
                 ),
             },
             None => ToolError::failed(

@@ -270,7 +270,7 @@ async fn no_backend_configured_says_what_to_configure_and_points_to_store_secret
     assert_eq!(results[0].status, Status::Failed);
     assert_eq!(
         results[0].content,
-        "[search_web] tool=search_web failed: no web search backend is configured. Either the user sets search.searxng_url in the config file to a SearXNG instance with the JSON format enabled, or an API key is stored: ask the user to store it with store_secret(key=\"BRAVE_API_KEY\"), then retry\n\
+        "[search_web] tool=search_web failed: no web search backend is configured. Either the user sets search.searxng_url in the config file to a SearXNG instance with the JSON format enabled, or an API key is stored: ask the user to store it with store_secret(key=\"BRAVE_API_KEY\") or store_secret(key=\"TAVILY_API_KEY\"), then retry\n\
          next: store_secret(key=\"BRAVE_API_KEY\") — the call needs a credential that is missing or was rejected; store it, then retry"
     );
 }
@@ -408,7 +408,10 @@ fn the_cache_key_is_the_canonical_request() {
 
 #[tokio::test]
 async fn an_oversized_answer_is_refused_not_read_whole() {
-    let huge = format!(r#"{{"results": [], "pad": "{}"}}"#, "x".repeat(3 * 1024 * 1024));
+    let huge = format!(
+        r#"{{"results": [], "pad": "{}"}}"#,
+        "x".repeat(3 * 1024 * 1024)
+    );
     let server = TestServer::start(move |_| (200, huge.clone())).await;
     let h = harness(searxng(&server.base));
     let results = search(&h, "s", "r", vec![json!({"query": "rust"})]).await;
@@ -440,4 +443,55 @@ async fn an_unreachable_backend_is_reported_with_its_address() {
         "{}",
         results[0].content
     );
+}
+
+#[tokio::test]
+async fn tavily_answers_when_only_its_key_is_stored() {
+    const TAVILY: &str = include_str!("search/fixtures/tavily.json");
+    let server = TestServer::start(|req| {
+        if req.header("Authorization") != Some(&format!("Bearer {KEY}")) {
+            return (401, r#"{"detail":{"error":"Unauthorized"}}"#.to_string());
+        }
+        (200, TAVILY.to_string())
+    })
+    .await;
+    let h = harness(SearchConfig {
+        tavily_url: Some(server.base.clone()),
+        ..brave(&server.base)
+    });
+    h.store.secret_set("TAVILY_API_KEY", KEY).await.unwrap();
+    let results = search(
+        &h,
+        "s",
+        "r",
+        vec![json!({"query": "rust release", "source": "news", "time_range": "month"})],
+    )
+    .await;
+    assert_eq!(
+        results[0].content,
+        "[search_web] 2 results for \"rust release\" (news, past month) via tavily:
+1. Announcing Rust 1.95.0 | Rust Blog (Fri, 27 Nov 2026 00:00:00 GMT)
+   https://blog.rust-lang.org/2026/11/27/Rust-1.95.0/
+   The Rust team is happy to announce a new version of Rust, 1.95.0. Rust is a programming language empowering everyone to build reliable and efficient software.
+2. Releases · rust-lang/rust
+   https://github.com/rust-lang/rust/releases
+   Empowering everyone to build reliable and efficient software."
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path()),
+        ("POST", "/search")
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&seen[0].body).unwrap(),
+        json!({
+            "query": "rust release",
+            "topic": "news",
+            "time_range": "month",
+            "search_depth": "basic",
+            "max_results": 20
+        })
+    );
+    assert!(!results[0].content.contains(KEY));
 }

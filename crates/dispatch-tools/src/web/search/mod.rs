@@ -12,11 +12,13 @@ use serde::Deserialize;
 
 mod brave;
 mod searxng;
+mod tavily;
 #[cfg(test)]
 pub(crate) mod test_server;
 
 pub use brave::{BRAVE_API_KEY, BRAVE_DEFAULT_URL, Brave};
 pub use searxng::Searxng;
+pub use tavily::{TAVILY_API_KEY, TAVILY_DEFAULT_URL, Tavily};
 
 /// Which kind of results to search for; every backend maps both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -94,7 +96,7 @@ pub enum SearchError {
 /// A search service search_web can ask.
 #[async_trait]
 pub trait SearchBackend: Send + Sync {
-    /// Short lower-case name shown in results ("searxng", "brave").
+    /// Short lower-case name shown in results ("searxng", "brave", "tavily").
     fn name(&self) -> &str;
     /// The secret this backend cannot work without, if any; the backend counts as configured
     /// only once that secret is stored.
@@ -114,6 +116,7 @@ pub trait SearchBackend: Send + Sync {
 pub enum BackendKind {
     Searxng,
     Brave,
+    Tavily,
 }
 
 /// The user's search settings (config file `[search]`).
@@ -123,6 +126,8 @@ pub struct SearchConfig {
     pub searxng_url: Option<String>,
     /// Base URL of the Brave Search API; `None` is the real one.
     pub brave_url: Option<String>,
+    /// Base URL of the Tavily API; `None` is the real one.
+    pub tavily_url: Option<String>,
     /// The least time between the end of one request to a backend and the start of the next.
     pub min_gap: Duration,
     /// Backends tried in this order; the first configured one answers.
@@ -136,8 +141,13 @@ impl Default for SearchConfig {
         SearchConfig {
             searxng_url: None,
             brave_url: None,
+            tavily_url: None,
             min_gap: Duration::from_secs(1),
-            order: vec![BackendKind::Searxng, BackendKind::Brave],
+            order: vec![
+                BackendKind::Searxng,
+                BackendKind::Brave,
+                BackendKind::Tavily,
+            ],
             timeout: Duration::from_secs(20),
         }
     }

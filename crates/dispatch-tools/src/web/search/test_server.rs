@@ -14,6 +14,7 @@ pub struct Seen {
     /// Path and query, as sent.
     pub target: String,
     pub headers: Vec<(String, String)>,
+    pub body: String,
     /// When the request's head had fully arrived.
     pub at: Instant,
 }
@@ -106,14 +107,28 @@ async fn serve(
     let mut parts = request_line.split(' ');
     let method = parts.next().unwrap_or_default().to_string();
     let target = parts.next().unwrap_or_default().to_string();
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
     let request = Seen {
         method,
         target,
         headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
         at,
     };
     log.lock().unwrap().push(request.clone());
