@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dispatch_engine::{
-    CachePolicy, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSecrets, ToolSpec,
+    CachePolicy, CachePut, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSecrets, ToolSpec,
 };
 use dispatch_store::{CACHE_TTL, CacheScope};
 use schemars::JsonSchema;
@@ -321,15 +321,22 @@ impl Tool for SearchWeb {
             backend: backend.backend.name().to_string(),
             hits,
         };
-        if !found.hits.is_empty()
-            && let Some(cache) = &cx.cache
-            && let Ok(value) = serde_json::to_string(&found)
-        {
-            // Losing the cache entry costs a repeat search later, not this result.
-            let _ = cache.cache_put(&scope, &key, &value, CACHE_TTL).await;
-        }
+        // The entry holds the unfiltered hits (seed §5); pass 3 writes it once the result is
+        // committed, with stored secrets redacted like everything else the round keeps.
+        let cache_put = serde_json::to_string(&found)
+            .ok()
+            .filter(|_| !found.hits.is_empty())
+            .map(|value| CachePut {
+                scope,
+                key,
+                value,
+                ttl: CACHE_TTL,
+            });
         let text = render(&args, &query, &found);
-        Ok(ToolOutput::text(self.present(text, &args)))
+        Ok(ToolOutput {
+            cache_put,
+            ..ToolOutput::text(self.present(text, &args))
+        })
     }
 }
 

@@ -495,3 +495,63 @@ async fn tavily_answers_when_only_its_key_is_stored() {
     );
     assert!(!results[0].content.contains(KEY));
 }
+
+#[tokio::test]
+async fn the_entry_is_the_unfiltered_hits_in_this_session_only() {
+    let server = TestServer::start(|_| (200, SEARXNG.to_string())).await;
+    let h = harness(searxng(&server.base));
+    search(&h, "s1", "r", vec![json!({"query": "rust", "limit": 1})]).await;
+    let key = cache_key("rust", Source::Web, TimeRange::None);
+    let own = dispatch_store::CacheScope::Session {
+        session: "s1".to_string(),
+    };
+    let hit = h.store.cache_get(&own, &key).await.unwrap().unwrap();
+    let cached: Value = serde_json::from_str(&hit.value).unwrap();
+    // All three hits are kept although the call showed one: a later limit can use them.
+    assert_eq!(cached["backend"], "searxng");
+    assert_eq!(cached["hits"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        cached["hits"][1],
+        json!({
+            "title": "Asynchronous Programming in Rust",
+            "url": "https://rust-lang.github.io/async-book/",
+            "snippet": "This book aims to be a thorough guide to asynchronous programming in Rust, from beginner to advanced.",
+            "date": "2026-11-20"
+        })
+    );
+    let shared = dispatch_store::CacheScope::Shared;
+    assert_eq!(h.store.cache_get(&shared, &key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_backend_echoing_the_key_has_it_redacted_in_the_result_and_the_cache() {
+    let server = TestServer::start(|req| {
+        let key = req.header("X-Subscription-Token").unwrap_or_default();
+        let body = json!({"type": "search", "web": {"type": "search", "results": [
+            {"title": "echo", "url": "https://example.org/", "description": format!("your token is {key}")}
+        ]}});
+        (200, body.to_string())
+    })
+    .await;
+    let h = harness(brave(&server.base));
+    h.store.secret_set("BRAVE_API_KEY", KEY).await.unwrap();
+    let results = search(&h, "s", "r", vec![json!({"query": "echo"})]).await;
+    assert_eq!(
+        results[0].content,
+        "[search_web] 1 result for \"echo\" (web, any time) via brave:
+1. echo
+   https://example.org/
+   your token is [secret:BRAVE_API_KEY]"
+    );
+    let own = dispatch_store::CacheScope::Session {
+        session: "s".to_string(),
+    };
+    let key = cache_key("echo", Source::Web, TimeRange::None);
+    let hit = h.store.cache_get(&own, &key).await.unwrap().unwrap();
+    assert!(!hit.value.contains(KEY), "{}", hit.value);
+    assert!(
+        hit.value.contains("[secret:BRAVE_API_KEY]"),
+        "{}",
+        hit.value
+    );
+}
