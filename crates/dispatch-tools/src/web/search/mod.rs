@@ -1,0 +1,250 @@
+//! Web search backends for search_web: one trait, the query and hit types every backend maps
+//! to, and the configuration the user writes (which backends, where, how often).
+//!
+//! Backends talk to URLs the user configured, not to URLs the model wrote, so they do not go
+//! through the model-URL network guard.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dispatch_engine::ToolSecrets;
+use serde::Deserialize;
+
+mod brave;
+mod searxng;
+mod tavily;
+#[cfg(test)]
+pub(crate) mod test_server;
+
+pub use brave::{BRAVE_API_KEY, BRAVE_DEFAULT_URL, Brave};
+pub use searxng::Searxng;
+pub use tavily::{TAVILY_API_KEY, TAVILY_DEFAULT_URL, Tavily};
+
+/// Which kind of results to search for; every backend maps both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    #[default]
+    Web,
+    News,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Web => "web",
+            Source::News => "news",
+        }
+    }
+}
+
+/// How recent results must be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeRange {
+    Day,
+    Week,
+    Month,
+    Year,
+    #[default]
+    None,
+}
+
+impl TimeRange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeRange::Day => "day",
+            TimeRange::Week => "week",
+            TimeRange::Month => "month",
+            TimeRange::Year => "year",
+            TimeRange::None => "none",
+        }
+    }
+}
+
+/// One search as every backend receives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchQuery {
+    pub query: String,
+    pub source: Source,
+    pub time_range: TimeRange,
+    /// At most this many hits are returned.
+    pub limit: usize,
+}
+
+/// One result, whatever backend found it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct SearchHit {
+    pub title: String,
+    pub url: String,
+    pub snippet: String,
+    /// Publication date or age as the backend gave it ("2026-11-30", "2 days ago").
+    pub date: Option<String>,
+}
+
+/// Why a backend could not answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SearchError {
+    /// The backend's key is missing or was rejected (HTTP 401/403).
+    #[error("{message}")]
+    Credential { key: String, message: String },
+    /// Anything else, written for the model.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A search service search_web can ask.
+#[async_trait]
+pub trait SearchBackend: Send + Sync {
+    /// Short lower-case name shown in results ("searxng", "brave", "tavily").
+    fn name(&self) -> &str;
+    /// The secret this backend cannot work without, if any; the backend counts as configured
+    /// only once that secret is stored.
+    fn required_secret(&self) -> Option<&str> {
+        None
+    }
+    async fn search(
+        &self,
+        q: &SearchQuery,
+        secrets: Option<&ToolSecrets>,
+    ) -> Result<Vec<SearchHit>, SearchError>;
+}
+
+/// A backend's name in the configuration's preferred order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Searxng,
+    Brave,
+    Tavily,
+}
+
+/// The user's search settings (config file `[search]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchConfig {
+    /// Base URL of a SearXNG instance with the JSON format enabled (`search.searxng_url`).
+    pub searxng_url: Option<String>,
+    /// Base URL of the Brave Search API; `None` is the real one.
+    pub brave_url: Option<String>,
+    /// Base URL of the Tavily API; `None` is the real one.
+    pub tavily_url: Option<String>,
+    /// The least time between the end of one request to a backend and the start of the next.
+    pub min_gap: Duration,
+    /// Backends tried in this order; the first configured one answers.
+    pub order: Vec<BackendKind>,
+    /// Limit on one backend request.
+    pub timeout: Duration,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            searxng_url: None,
+            brave_url: None,
+            tavily_url: None,
+            min_gap: Duration::from_secs(1),
+            order: vec![
+                BackendKind::Searxng,
+                BackendKind::Brave,
+                BackendKind::Tavily,
+            ],
+            timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Text from a backend as the model should read it: tags dropped, common entities decoded,
+/// whitespace collapsed (Brave marks matches with `<strong>`).
+pub(crate) fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_tag = false;
+    for c in text.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    let decoded = out
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&");
+    decoded.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A short excerpt of an error body for a message (bodies can be whole HTML pages).
+pub(crate) fn excerpt(body: &str) -> String {
+    const MAX: usize = 200;
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &flat[..at]),
+        None => flat,
+    }
+}
+
+/// The most bytes read from one backend answer (a page of results is a few tens of KiB).
+pub(crate) const MAX_BODY: usize = 2 * 1024 * 1024;
+
+/// The answer's body as text, refused past [`MAX_BODY`] so a broken backend cannot fill memory.
+pub(crate) async fn read_body(
+    mut response: reqwest::Response,
+    backend: &str,
+    url: &str,
+) -> Result<String, SearchError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| transport_error(backend, url, &e))?
+    {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(SearchError::Failed(format!(
+                "the {backend} search backend at {url} sent more than {} MiB, which is not a search answer; check the search settings in the config file",
+                MAX_BODY / (1024 * 1024)
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The failure for a request that never got an answer.
+pub(crate) fn transport_error(backend: &str, url: &str, e: &reqwest::Error) -> SearchError {
+    let what = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "could not connect".to_string()
+    } else {
+        format!("failed: {e}")
+    };
+    SearchError::Failed(format!(
+        "the {backend} search backend at {url} {what}; try again later, or check the search settings in the config file"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_drops_tags_and_decodes_entities() {
+        assert_eq!(
+            plain("The <strong>Rust</strong>\n  book &amp; &quot;async&quot; &lt;3"),
+            "The Rust book & \"async\" <3"
+        );
+    }
+
+    #[test]
+    fn excerpt_keeps_the_head_of_a_long_body() {
+        let long = "word ".repeat(100);
+        let cut = excerpt(&long);
+        assert_eq!(cut.chars().count(), 201);
+        assert!(cut.ends_with('…'));
+        assert_eq!(excerpt(" short\n body "), "short body");
+    }
+}

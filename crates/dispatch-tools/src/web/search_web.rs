@@ -1,0 +1,345 @@
+//! `search_web`: search the web (or the news) through the first backend the user configured,
+//! with a per-session 30-minute cache and a minimum gap between requests to one backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dispatch_engine::{
+    CachePolicy, CachePut, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSecrets, ToolSpec,
+};
+use dispatch_store::{CACHE_TTL, CacheScope};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::search::{
+    BRAVE_DEFAULT_URL, BackendKind, Brave, SearchBackend, SearchConfig, SearchError, SearchHit,
+    SearchQuery, Searxng, Source, TAVILY_DEFAULT_URL, Tavily, TimeRange,
+};
+use crate::{parse_args, schema_of};
+
+/// The most results one call shows; backends are always asked for this many so that one
+/// cache entry serves every `limit`.
+pub const MAX_RESULTS: usize = 20;
+const DEFAULT_RESULTS: usize = 10;
+/// Snippets are cut to about this many characters.
+const SNIPPET_CHARS: usize = 300;
+
+fn default_limit() -> usize {
+    DEFAULT_RESULTS
+}
+
+/// Search the web.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchWebArgs {
+    /// What to search for, as you would type it into a search engine.
+    #[schemars(length(min = 1, max = 400))]
+    query: String,
+    /// "web" (default) for pages, "news" for news articles.
+    #[serde(default)]
+    source: Source,
+    /// Only results from the past "day", "week", "month" or "year"; "none" (default) for any time.
+    #[serde(default)]
+    time_range: TimeRange,
+    /// How many results to show, 1-20 (default 10).
+    #[serde(default = "default_limit")]
+    #[schemars(range(min = 1, max = 20))]
+    limit: usize,
+    /// Skip this session's 30-minute cache and search again.
+    #[serde(default)]
+    force: bool,
+}
+
+/// What the cache keeps for one search: the unfiltered hits and who found them.
+#[derive(Serialize, Deserialize)]
+struct CachedSearch {
+    backend: String,
+    hits: Vec<SearchHit>,
+}
+
+/// A backend and the time its last request finished: requests to one backend are spaced.
+struct Throttled {
+    backend: Arc<dyn SearchBackend>,
+    last: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// The search_web tool.
+pub struct SearchWeb {
+    spec: ToolSpec,
+    backends: Vec<Throttled>,
+    min_gap: Duration,
+    /// Why no HTTP client could be built, told on every call instead of panicking at start-up.
+    client_error: Option<String>,
+}
+
+impl SearchWeb {
+    /// search_web over the backends `config` names, in its order.
+    pub fn new(config: SearchConfig) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .user_agent(concat!("tooldispatch/", env!("CARGO_PKG_VERSION")))
+            .build();
+        let client = match client {
+            Ok(client) => client,
+            Err(e) => {
+                let mut tool = SearchWeb::with_backends(Vec::new(), config.min_gap);
+                tool.client_error = Some(format!("the HTTP client could not start: {e}"));
+                return tool;
+            }
+        };
+        let mut backends: Vec<Arc<dyn SearchBackend>> = Vec::new();
+        for kind in &config.order {
+            match kind {
+                BackendKind::Searxng => {
+                    if let Some(url) = config.searxng_url.as_deref().map(str::trim)
+                        && !url.is_empty()
+                    {
+                        backends.push(Arc::new(Searxng::new(url, client.clone())));
+                    }
+                }
+                BackendKind::Brave => {
+                    let url = config.brave_url.as_deref().unwrap_or(BRAVE_DEFAULT_URL);
+                    backends.push(Arc::new(Brave::new(url, client.clone())));
+                }
+                BackendKind::Tavily => {
+                    let url = config.tavily_url.as_deref().unwrap_or(TAVILY_DEFAULT_URL);
+                    backends.push(Arc::new(Tavily::new(url, client.clone())));
+                }
+            }
+        }
+        SearchWeb::with_backends(backends, config.min_gap)
+    }
+
+    /// search_web over these backends, tried in order; the first configured one answers.
+    pub fn with_backends(backends: Vec<Arc<dyn SearchBackend>>, min_gap: Duration) -> Self {
+        SearchWeb {
+            spec: ToolSpec::new(
+                "search_web",
+                "Search the web or the news and get a numbered list of results (title, URL, snippet, date). Use fetch_page on a result's URL to read it. Results are cached for this session for 30 minutes; force=true searches again.",
+                schema_of::<SearchWebArgs>(),
+            )
+            .read_only()
+            .concurrent()
+            .effect(Effect::Observes)
+            .cache(CachePolicy::Session(CACHE_TTL)),
+            backends: backends
+                .into_iter()
+                .map(|backend| Throttled {
+                    backend,
+                    last: tokio::sync::Mutex::new(None),
+                })
+                .collect(),
+            min_gap,
+            client_error: None,
+        }
+    }
+
+    /// The first backend that can work now: needs no secret, or its secret is stored.
+    async fn pick(&self, secrets: Option<&ToolSecrets>) -> Result<&Throttled, ToolError> {
+        for t in &self.backends {
+            match t.backend.required_secret() {
+                None => return Ok(t),
+                Some(name) => {
+                    if let Some(secrets) = secrets
+                        && let Ok(Some(value)) = secrets.get(name).await
+                        && !value.trim().is_empty()
+                    {
+                        return Ok(t);
+                    }
+                }
+            }
+        }
+        let secrets: Vec<&str> = self
+            .backends
+            .iter()
+            .filter_map(|t| t.backend.required_secret())
+            .collect();
+        Err(match secrets.first() {
+            Some(key) => ToolError::Credential {
+                key: Some(key.to_string()),
+                message: format!(
+                    "no web search backend is configured. Either the user sets search.searxng_url in the config file to a SearXNG instance with the JSON format enabled, or an API key is stored: ask the user to store it with store_secret(key=\"{key}\"){}, then retry",
+                    secrets[1..]
+                        .iter()
+                        .map(|k| format!(" or store_secret(key=\"{k}\")"))
+                        .collect::<String>()
+                ),
+            },
+            None => ToolError::failed(
+                "no web search backend is configured; the user must set search.searxng_url in the config file to a SearXNG instance with the JSON format enabled",
+            ),
+        })
+    }
+
+    /// One request to `t`, at least `min_gap` after the previous one to it finished;
+    /// concurrent calls wait their turn, and a cancelled call stops waiting.
+    async fn throttled_search(
+        &self,
+        t: &Throttled,
+        q: &SearchQuery,
+        cx: &ToolContext,
+    ) -> Result<Vec<SearchHit>, ToolError> {
+        let cancelled = || ToolError::failed("search_web was cancelled before the search finished");
+        let mut last = tokio::select! {
+            guard = t.last.lock() => guard,
+            () = cx.cancel.cancelled() => return Err(cancelled()),
+        };
+        if let Some(previous) = *last {
+            tokio::select! {
+                () = tokio::time::sleep_until(previous + self.min_gap) => {}
+                () = cx.cancel.cancelled() => return Err(cancelled()),
+            }
+        }
+        let result = tokio::select! {
+            result = t.backend.search(q, cx.secrets.as_ref()) => result,
+            () = cx.cancel.cancelled() => Err(SearchError::Failed(
+                "search_web was cancelled before the search finished".to_string(),
+            )),
+        };
+        // The gap counts from when this request ended, so the next one starts after it.
+        *last = Some(Instant::now());
+        drop(last);
+        result.map_err(|e| match e {
+            SearchError::Credential { key, message } => ToolError::Credential {
+                key: Some(key),
+                message,
+            },
+            SearchError::Failed(message) => ToolError::Failed(message),
+        })
+    }
+
+    /// The one place the returned text is made from a search's outcome; the result filter
+    /// stage (DESIGN §3.7) goes here, over cached and fresh text alike.
+    fn present(&self, text: String, _args: &SearchWebArgs) -> String {
+        text
+    }
+}
+
+/// The cache key: the canonical request (DESIGN §3.8: query, source, time range).
+fn cache_key(query: &str, source: Source, time_range: TimeRange) -> String {
+    let request = serde_json::json!({
+        "query": query,
+        "source": source.as_str(),
+        "time_range": time_range.as_str(),
+    });
+    format!("search_web|{request}")
+}
+
+fn range_label(range: TimeRange) -> &'static str {
+    match range {
+        TimeRange::Day => "past day",
+        TimeRange::Week => "past week",
+        TimeRange::Month => "past month",
+        TimeRange::Year => "past year",
+        TimeRange::None => "any time",
+    }
+}
+
+fn cut(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", text[..at].trim_end()),
+        None => text.to_string(),
+    }
+}
+
+/// The numbered list the model reads.
+fn render(args: &SearchWebArgs, query: &str, found: &CachedSearch) -> String {
+    let scope = format!(
+        "({}, {}) via {}",
+        args.source.as_str(),
+        range_label(args.time_range),
+        found.backend
+    );
+    if found.hits.is_empty() {
+        return format!(
+            "no results for \"{query}\" {scope}; try fewer or other words, or a wider time_range"
+        );
+    }
+    let shown = found.hits.len().min(args.limit);
+    let noun = if shown == 1 { "result" } else { "results" };
+    let mut out = format!("{shown} {noun} for \"{query}\" {scope}:\n");
+    for (i, hit) in found.hits.iter().take(shown).enumerate() {
+        let title = if hit.title.is_empty() {
+            "(untitled)"
+        } else {
+            hit.title.as_str()
+        };
+        out.push_str(&format!("{}. {title}", i + 1));
+        if let Some(date) = &hit.date {
+            out.push_str(&format!(" ({date})"));
+        }
+        out.push_str(&format!("\n   {}\n", hit.url));
+        if !hit.snippet.is_empty() {
+            out.push_str(&format!("   {}\n", cut(&hit.snippet, SNIPPET_CHARS)));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+#[async_trait]
+impl Tool for SearchWeb {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let args: SearchWebArgs = parse_args("search_web", args)?;
+        if let Some(e) = &self.client_error {
+            return Err(ToolError::failed(e.clone()));
+        }
+        let query = args.query.split_whitespace().collect::<Vec<_>>().join(" ");
+        if query.is_empty() {
+            return Err(ToolError::failed(
+                "query is empty; send the words to search for",
+            ));
+        }
+        let key = cache_key(&query, args.source, args.time_range);
+        let scope = CacheScope::Session {
+            session: cx.session_id.to_string(),
+        };
+        if !args.force
+            && let Some(cache) = &cx.cache
+            // A cache that cannot be read is a miss: the search itself still works.
+            && let Ok(Some(hit)) = cache.cache_get(&scope, &key).await
+            && let Ok(found) = serde_json::from_str::<CachedSearch>(&hit.value)
+        {
+            let text = format!("{}\n{}", hit.note(), render(&args, &query, &found));
+            return Ok(ToolOutput::text(self.present(text, &args)));
+        }
+        let backend = self.pick(cx.secrets.as_ref()).await?;
+        let request = SearchQuery {
+            query: query.clone(),
+            source: args.source,
+            time_range: args.time_range,
+            limit: MAX_RESULTS,
+        };
+        let hits = self.throttled_search(backend, &request, &cx).await?;
+        let found = CachedSearch {
+            backend: backend.backend.name().to_string(),
+            hits,
+        };
+        // The entry holds the unfiltered hits (seed §5); pass 3 writes it once the result is
+        // committed, with stored secrets redacted like everything else the round keeps.
+        let cache_put = serde_json::to_string(&found)
+            .ok()
+            .filter(|_| !found.hits.is_empty())
+            .map(|value| CachePut {
+                scope,
+                key,
+                value,
+                ttl: CACHE_TTL,
+            });
+        let text = render(&args, &query, &found);
+        Ok(ToolOutput {
+            cache_put,
+            ..ToolOutput::text(self.present(text, &args))
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "search_web_tests.rs"]
+mod tests;
