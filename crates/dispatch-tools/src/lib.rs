@@ -44,8 +44,19 @@ pub const SEED_CONCURRENT: [&str; 21] = [
     "write_todo",
 ];
 
-/// A registry with the system tools and every built-in tool.
+/// Settings of the built-in tools that come from the user (the config file), not the model.
+#[derive(Clone, Debug, Default)]
+pub struct ToolsConfig {
+    pub search: web::SearchConfig,
+}
+
+/// A registry with the system tools and every built-in tool, with default settings.
 pub fn builtin_registry() -> Result<Registry, RegistryError> {
+    builtin_registry_with(&ToolsConfig::default())
+}
+
+/// A registry with the system tools and every built-in tool, set up by `config`.
+pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryError> {
     let mut registry = Registry::empty();
     register_system_tools(&mut registry)?;
     registry.register(std::sync::Arc::new(planning::ReasoningGuide::new()))?;
@@ -66,6 +77,10 @@ pub fn builtin_registry() -> Result<Registry, RegistryError> {
     registry.register(std::sync::Arc::new(output::HtmlTemplate::new()))?;
     registry.register(std::sync::Arc::new(interactive::AskUser::new()))?;
     registry.register(std::sync::Arc::new(interactive::StoreSecret::new()))?;
+    registry.register(std::sync::Arc::new(web::SearchWeb::new(
+        config.search.clone(),
+    )))?;
+    registry.register(std::sync::Arc::new(web::PublicApiList::new()))?;
     Ok(registry)
 }
 

@@ -12,6 +12,10 @@
 //!
 //! [commands]
 //! read_only = ["npm test", "cargo check"]            # run_command without asking
+//!
+//! [search]
+//! searxng_url = "http://127.0.0.1:8888"              # search_web's backend (else Brave/Tavily keys)
+//! min_gap_ms = 1000                                  # least time between two searches
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -29,6 +33,17 @@ pub struct Config {
     pub max_concurrent: Option<usize>,
     #[serde(default)]
     pub commands: Commands,
+    #[serde(default)]
+    pub search: Search,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Search {
+    /// A SearXNG instance with its JSON format enabled; search_web uses it first.
+    pub searxng_url: Option<String>,
+    /// The least time between two requests to one search backend.
+    pub min_gap_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -99,7 +114,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n",
+            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n",
         )
         .unwrap();
         assert_eq!(
@@ -109,6 +124,10 @@ mod tests {
                 max_concurrent: Some(4),
                 commands: Commands {
                     read_only: vec!["npm test".into()]
+                },
+                search: Search {
+                    searxng_url: Some("http://127.0.0.1:8888".into()),
+                    min_gap_ms: Some(500),
                 },
             }
         );

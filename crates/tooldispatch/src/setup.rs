@@ -58,6 +58,16 @@ pub fn open_store(
     })
 }
 
+/// The built-in tools' settings from the config file.
+fn tools_config(config: &Config) -> dispatch_tools::ToolsConfig {
+    let mut tools = dispatch_tools::ToolsConfig::default();
+    tools.search.searxng_url = config.search.searxng_url.clone();
+    if let Some(ms) = config.search.min_gap_ms {
+        tools.search.min_gap = std::time::Duration::from_millis(ms);
+    }
+    tools
+}
+
 /// Build the engine for a command. `default_store` applies when `--store` is absent (before
 /// the config file's store).
 pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
@@ -79,8 +89,8 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         Approve::All => Arc::new(ApproveAll),
         Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
     };
-    let registry =
-        dispatch_tools::builtin_registry().map_err(|e| CliError::failed(e.to_string()))?;
+    let registry = dispatch_tools::builtin_registry_with(&tools_config(&config))
+        .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir);
     config_engine.data_dir = Some(data_dir());
     config_engine

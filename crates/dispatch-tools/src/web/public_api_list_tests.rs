@@ -115,9 +115,7 @@ fn no_match_is_a_result_that_suggests_what_to_change() {
 
 #[tokio::test]
 async fn through_the_engine_no_args_lists_categories_and_an_unknown_one_is_refused() {
-    let mut registry = crate::builtin_registry().unwrap();
-    registry.register(Arc::new(PublicApiList::new())).unwrap();
-    let h = Harness::with_registry(registry, Arc::new(Headless));
+    let h = Harness::new();
     h.select("s", "public_api_list").await;
     let out = h
         .round(

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::filter::DeterministicFilter;
 use super::search::{
     BRAVE_DEFAULT_URL, BackendKind, Brave, SearchBackend, SearchConfig, SearchError, SearchHit,
     SearchQuery, Searxng, Source, TAVILY_DEFAULT_URL, Tavily, TimeRange,
@@ -211,10 +212,15 @@ impl SearchWeb {
         })
     }
 
-    /// The one place the returned text is made from a search's outcome; the result filter
-    /// stage (DESIGN §3.7) goes here, over cached and fresh text alike.
-    fn present(&self, text: String, _args: &SearchWebArgs) -> String {
-        text
+    /// The one place the returned text is made from a search's outcome: the result filter
+    /// stage (DESIGN §3.7), over cached and fresh text alike, keeps what is relevant to the
+    /// query within the result budget.
+    fn present(&self, text: String, args: &SearchWebArgs, budget: usize) -> String {
+        let filtered = DeterministicFilter.apply(&text, Some(&args.query), budget);
+        match filtered.note {
+            Some(note) => format!("{note}\n{}", filtered.text),
+            None => filtered.text,
+        }
     }
 }
 
@@ -307,7 +313,11 @@ impl Tool for SearchWeb {
             && let Ok(found) = serde_json::from_str::<CachedSearch>(&hit.value)
         {
             let text = format!("{}\n{}", hit.note(), render(&args, &query, &found));
-            return Ok(ToolOutput::text(self.present(text, &args)));
+            return Ok(ToolOutput::text(self.present(
+                text,
+                &args,
+                cx.result_budget,
+            )));
         }
         let backend = self.pick(cx.secrets.as_ref()).await?;
         let request = SearchQuery {
@@ -335,7 +345,7 @@ impl Tool for SearchWeb {
         let text = render(&args, &query, &found);
         Ok(ToolOutput {
             cache_put,
-            ..ToolOutput::text(self.present(text, &args))
+            ..ToolOutput::text(self.present(text, &args, cx.result_budget))
         })
     }
 }

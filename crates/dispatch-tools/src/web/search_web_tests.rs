@@ -21,9 +21,11 @@ const BRAVE_NEWS: &str = include_str!("search/fixtures/brave_news.json");
 const KEY: &str = "bsk-test-0123456789abcdef";
 
 fn harness(config: SearchConfig) -> Harness {
-    let mut registry = crate::builtin_registry().unwrap();
-    registry.register(Arc::new(SearchWeb::new(config))).unwrap();
-    Harness::with_registry(registry, Arc::new(Headless))
+    let config = crate::ToolsConfig { search: config };
+    Harness::with_registry(
+        crate::builtin_registry_with(&config).unwrap(),
+        Arc::new(Headless),
+    )
 }
 
 fn searxng(base: &str) -> SearchConfig {
