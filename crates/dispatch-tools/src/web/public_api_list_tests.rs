@@ -1,7 +1,6 @@
 use std::collections::HashSet;
-use std::sync::Arc;
 
-use dispatch_engine::{Effect, Gate, Headless, Status, Tool};
+use dispatch_engine::{Effect, Gate, Status, Tool};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
