@@ -14,6 +14,7 @@ pub mod planning;
 pub mod shell;
 #[cfg(test)]
 mod test_support;
+pub mod web;
 
 /// The seed's 21 concurrent-tagged tools (seed §3); every other built-in runs serially.
 pub const SEED_CONCURRENT: [&str; 21] = [
