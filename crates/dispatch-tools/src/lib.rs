@@ -48,6 +48,8 @@ pub const SEED_CONCURRENT: [&str; 21] = [
 #[derive(Clone, Debug, Default)]
 pub struct ToolsConfig {
     pub search: web::SearchConfig,
+    /// What the web tools may reach beyond public hosts (`net.allow_hosts`).
+    pub net: std::sync::Arc<web::NetPolicy>,
 }
 
 /// A registry with the system tools and every built-in tool, with default settings.

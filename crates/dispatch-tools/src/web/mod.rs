@@ -5,6 +5,7 @@
 pub mod client;
 pub mod download_file;
 pub mod extract;
+pub mod fetch_page;
 pub mod filter;
 pub mod guard;
 pub mod http_request;
@@ -15,6 +16,7 @@ pub mod search_web;
 mod test_server;
 
 pub use download_file::DownloadFile;
+pub use fetch_page::FetchPage;
 pub use guard::NetPolicy;
 pub use http_request::HttpRequest;
 pub use public_api_list::PublicApiList;

@@ -21,7 +21,10 @@ const BRAVE_NEWS: &str = include_str!("search/fixtures/brave_news.json");
 const KEY: &str = "bsk-test-0123456789abcdef";
 
 fn harness(config: SearchConfig) -> Harness {
-    let config = crate::ToolsConfig { search: config };
+    let config = crate::ToolsConfig {
+        search: config,
+        ..Default::default()
+    };
     Harness::with_registry(
         crate::builtin_registry_with(&config).unwrap(),
         Arc::new(Headless),
