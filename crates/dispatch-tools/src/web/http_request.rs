@@ -21,7 +21,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::client::{FetchError, Outgoing, WebClient, read_capped};
-use super::guard::NetPolicy;
+use super::guard::{MAX_HEADER_BYTES, NetPolicy};
 use crate::{parse_args, schema_of};
 
 /// Response body bytes shown; the rest is cut with a note.
@@ -299,10 +299,10 @@ async fn build_headers(
         )));
     }
     let total: usize = written.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
-    if total > super::guard::MAX_HEADER_BYTES {
+    if total > MAX_HEADER_BYTES {
         return Err(ToolError::failed(format!(
             "the headers are {total} bytes, over the limit of {} bytes",
-            super::guard::MAX_HEADER_BYTES
+            MAX_HEADER_BYTES
         )));
     }
     let mut headers = HeaderMap::new();
