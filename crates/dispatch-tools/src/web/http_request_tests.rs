@@ -502,3 +502,51 @@ async fn bad_urls_and_headers_are_explained() {
     );
     assert_eq!(server.requests().len(), 0);
 }
+
+#[tokio::test]
+async fn oversized_request_bodies_and_response_headers_are_refused() {
+    let server = TestServer::start(|seen| match seen.path.as_str() {
+        "/fat-headers" => {
+            Reply::new(200, "text/plain", "ok").header("x-padding", &"p".repeat(70_000))
+        }
+        _ => Reply::new(200, "text/plain", "ok"),
+    })
+    .await;
+    let mut policy = NetPolicy::from_list(&[server.host_port()]).unwrap();
+    policy.max_request_body = 100;
+    let mut registry = crate::builtin_registry().unwrap();
+    registry
+        .register(Arc::new(HttpRequest::new(Arc::new(policy))))
+        .unwrap();
+    let h = Harness::with_registry(registry, Arc::new(ApproveAll));
+    h.select("s", "http_request").await;
+    let (s1, t1) = request(
+        &h,
+        "s",
+        "r1",
+        json!({"url": server.url("/up"), "method": "POST", "body": "b".repeat(101)}),
+    )
+    .await;
+    let (s2, t2) = request(&h, "s", "r2", json!({"url": server.url("/fat-headers")})).await;
+    assert_eq!((s1, s2), (Status::Failed, Status::Failed));
+    assert_eq!(
+        t1.lines().next().unwrap(),
+        "tool=http_request failed: the request body is 101 bytes, over the limit of 100 bytes; send less, or upload in parts"
+    );
+    assert_eq!(
+        t2.lines().next().unwrap(),
+        format!(
+            "tool=http_request failed: {} sent 70077 bytes of response headers, over the limit of 65536 bytes; the response was dropped",
+            server.url("/fat-headers")
+        )
+    );
+    // The oversized body was never sent.
+    assert_eq!(
+        server
+            .requests()
+            .iter()
+            .map(|s| s.path.as_str())
+            .collect::<Vec<_>>(),
+        ["/fat-headers"]
+    );
+}
