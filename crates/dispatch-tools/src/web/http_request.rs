@@ -131,8 +131,9 @@ impl HttpRequest {
             )
             .concurrent()
             .gate(Gate::AskUnlessGet)
-            // A POST may change what a later GET returns, and the effect is declared per tool,
-            // not per call: every request counts as a change (see the report on this choice).
+            // A POST may change what a later GET (or run_command) returns, and the engine reads
+            // the effect per tool, not per call: so every request counts as a change. A GET thus
+            // also ends the run's remembered results; correct, if more than needed.
             .effect(Effect::Mutates)
             .cache(CachePolicy::Session(CACHE_TTL))
             // The call enforces `timeout` itself and says so; this is only the backstop.
