@@ -64,6 +64,7 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// The text for the model.
     pub fn message(&self) -> &str {
         match self {
             FetchError::Refused(r) => &r.message,
@@ -88,6 +89,7 @@ impl WebClient {
         Ok(WebClient { policy, client })
     }
 
+    /// The policy this client enforces.
     pub fn policy(&self) -> &NetPolicy {
         &self.policy
     }

@@ -376,6 +376,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// A refusal by `rule`, explained by `message`.
     pub fn new(rule: Rule, message: String) -> Self {
         Refusal {
             rule,
@@ -423,6 +424,7 @@ pub struct GuardedResolver {
 }
 
 impl GuardedResolver {
+    /// A resolver enforcing `policy`.
     pub fn new(policy: Arc<NetPolicy>) -> Self {
         GuardedResolver { policy }
     }

@@ -43,6 +43,8 @@ async fn hostile_urls_are_refused_by_the_rule_that_names_them() {
         ("http://0x7f.1/", Rule::Loopback),
         ("http://0177.0.0.1/", Rule::Loopback),
         ("http://127.1/", Rule::Loopback),
+        ("http://127.0.0.1./", Rule::Loopback),
+        ("http://0x7f000001/", Rule::Loopback),
         ("http://127.255.255.254/", Rule::Loopback),
         ("http://0/", Rule::Unspecified),
         ("http://0.0.0.0:8080/", Rule::Unspecified),

@@ -21,7 +21,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::client::{FetchError, Outgoing, WebClient, read_capped};
-use super::guard::NetPolicy;
+use super::guard::{MAX_HEADER_BYTES, NetPolicy};
 use crate::{parse_args, schema_of};
 
 /// Response body bytes shown; the rest is cut with a note.
@@ -131,8 +131,9 @@ impl HttpRequest {
             )
             .concurrent()
             .gate(Gate::AskUnlessGet)
-            // A POST may change what a later GET returns, and the effect is declared per tool,
-            // not per call: every request counts as a change (see the report on this choice).
+            // A POST may change what a later GET (or run_command) returns, and the engine reads
+            // the effect per tool, not per call: so every request counts as a change. A GET thus
+            // also ends the run's remembered results; correct, if more than needed.
             .effect(Effect::Mutates)
             .cache(CachePolicy::Session(CACHE_TTL))
             // The call enforces `timeout` itself and says so; this is only the backstop.
@@ -299,10 +300,10 @@ async fn build_headers(
         )));
     }
     let total: usize = written.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
-    if total > super::guard::MAX_HEADER_BYTES {
+    if total > MAX_HEADER_BYTES {
         return Err(ToolError::failed(format!(
             "the headers are {total} bytes, over the limit of {} bytes",
-            super::guard::MAX_HEADER_BYTES
+            MAX_HEADER_BYTES
         )));
     }
     let mut headers = HeaderMap::new();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use dispatch_engine::{
     ApproveAll, Confirmer, Engine, EngineConfig, Headless, Registry, RoundOutcome, Status,
 };
+use dispatch_store::{ManualClock, Store, memory::MemoryStore};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -30,9 +31,17 @@ pub fn web_registry(allow: &[String]) -> Registry {
 
 /// A harness whose web tools reach `server`, with `confirmer` and a concurrency bound of 3.
 pub async fn web_harness(server: &TestServer, confirmer: Arc<dyn Confirmer>) -> Harness {
+    web_harness_on(server, confirmer, dispatch_store::open("memory:").unwrap()).await
+}
+
+/// The same over `store` (one with a manual clock, for cache ages).
+async fn web_harness_on(
+    server: &TestServer,
+    confirmer: Arc<dyn Confirmer>,
+    store: Arc<dyn Store>,
+) -> Harness {
     let workdir = tempfile::tempdir().unwrap();
     let data_dir = tempfile::tempdir().unwrap();
-    let store = dispatch_store::open("memory:").unwrap();
     let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
     config.data_dir = Some(data_dir.path().canonicalize().unwrap());
     config.max_concurrent = 3;
@@ -308,9 +317,12 @@ async fn a_get_is_cached_per_session_and_force_refetches() {
         Reply::new(200, "text/plain", format!("visit {n}"))
     })
     .await;
-    let h = web_harness(&server, Arc::new(Headless)).await;
+    let clock = Arc::new(ManualClock::at(1_700_000_000_000));
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let h = web_harness_on(&server, Arc::new(Headless), store).await;
     let url = server.url("/count");
     let (_, first) = request(&h, "s", "r1", json!({"url": url})).await;
+    clock.advance(7 * 60_000 + 5_000);
     let (_, again) = request(&h, "s", "r2", json!({"url": url, "method": "GET"})).await;
     let (_, other_session) = request(&h, "s2", "r1", json!({"url": url})).await;
     let (_, forced) = request(&h, "s", "r3", json!({"url": url, "force": true})).await;
@@ -489,4 +501,52 @@ async fn bad_urls_and_headers_are_explained() {
         ]
     );
     assert_eq!(server.requests().len(), 0);
+}
+
+#[tokio::test]
+async fn oversized_request_bodies_and_response_headers_are_refused() {
+    let server = TestServer::start(|seen| match seen.path.as_str() {
+        "/fat-headers" => {
+            Reply::new(200, "text/plain", "ok").header("x-padding", &"p".repeat(70_000))
+        }
+        _ => Reply::new(200, "text/plain", "ok"),
+    })
+    .await;
+    let mut policy = NetPolicy::from_list(&[server.host_port()]).unwrap();
+    policy.max_request_body = 100;
+    let mut registry = crate::builtin_registry().unwrap();
+    registry
+        .register(Arc::new(HttpRequest::new(Arc::new(policy))))
+        .unwrap();
+    let h = Harness::with_registry(registry, Arc::new(ApproveAll));
+    h.select("s", "http_request").await;
+    let (s1, t1) = request(
+        &h,
+        "s",
+        "r1",
+        json!({"url": server.url("/up"), "method": "POST", "body": "b".repeat(101)}),
+    )
+    .await;
+    let (s2, t2) = request(&h, "s", "r2", json!({"url": server.url("/fat-headers")})).await;
+    assert_eq!((s1, s2), (Status::Failed, Status::Failed));
+    assert_eq!(
+        t1.lines().next().unwrap(),
+        "tool=http_request failed: the request body is 101 bytes, over the limit of 100 bytes; send less, or upload in parts"
+    );
+    assert_eq!(
+        t2.lines().next().unwrap(),
+        format!(
+            "tool=http_request failed: {} sent 70077 bytes of response headers, over the limit of 65536 bytes; the response was dropped",
+            server.url("/fat-headers")
+        )
+    );
+    // The oversized body was never sent.
+    assert_eq!(
+        server
+            .requests()
+            .iter()
+            .map(|s| s.path.as_str())
+            .collect::<Vec<_>>(),
+        ["/fat-headers"]
+    );
 }
