@@ -79,6 +79,13 @@ pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryE
     registry.register(std::sync::Arc::new(output::HtmlTemplate::new()))?;
     registry.register(std::sync::Arc::new(interactive::AskUser::new()))?;
     registry.register(std::sync::Arc::new(interactive::StoreSecret::new()))?;
+    registry.register(std::sync::Arc::new(web::HttpRequest::new(
+        config.net.clone(),
+    )))?;
+    registry.register(std::sync::Arc::new(web::FetchPage::new(config.net.clone())))?;
+    registry.register(std::sync::Arc::new(web::DownloadFile::new(
+        config.net.clone(),
+    )))?;
     registry.register(std::sync::Arc::new(web::SearchWeb::new(
         config.search.clone(),
     )))?;

@@ -195,7 +195,9 @@ async fn a_download_over_the_size_cap_is_dropped() {
     let server =
         TestServer::start(|_| Reply::new(200, "application/octet-stream", vec![0u8; 4096])).await;
     let policy = Arc::new(crate::web::NetPolicy::from_list(&[server.host_port()]).unwrap());
-    let mut registry = crate::builtin_registry().unwrap();
+    // Only the system tools and a download_file with a small limit.
+    let mut registry = dispatch_engine::Registry::empty();
+    dispatch_engine::register_system_tools(&mut registry).unwrap();
     registry
         .register(Arc::new(
             crate::web::DownloadFile::new(policy).with_max_bytes(1000),

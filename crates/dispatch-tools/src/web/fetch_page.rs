@@ -146,8 +146,7 @@ impl Tool for FetchPage {
             // A cache that cannot be read is a miss: the fetch itself still works.
             if let Ok(Some(hit)) = cache.cache_get(&CacheScope::Shared, &key).await {
                 page = Some((hit.note(), hit.value));
-            } else if let Ok(Some(skip)) = cache.cache_get(&CacheScope::Shared, &skip_key).await
-            {
+            } else if let Ok(Some(skip)) = cache.cache_get(&CacheScope::Shared, &skip_key).await {
                 return Err(ToolError::failed(format!(
                     "{url} blocked: {} {} ago; it is on the skip list, so it was not fetched again. Pass force=true to try anyway",
                     skip.value,
@@ -159,7 +158,8 @@ impl Tool for FetchPage {
             Some(cached) => cached,
             None => {
                 let jar = args.same_session.then(|| self.jar(&cx.session_id));
-                let fetched = fetch(client, &url, jar.as_deref(), args.format, args.keep_links).await;
+                let fetched =
+                    fetch(client, &url, jar.as_deref(), args.format, args.keep_links).await;
                 match fetched {
                     Ok(text) => {
                         if let Some(cache) = &cache {
@@ -234,7 +234,9 @@ async fn fetch(
     let mut headers = HeaderMap::new();
     headers.insert(
         ACCEPT,
-        HeaderValue::from_static("text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5"),
+        HeaderValue::from_static(
+            "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
+        ),
     );
     if let Some(cookies) = jar.and_then(|j| j.cookies(url)) {
         headers.insert(COOKIE, cookies);

@@ -13,20 +13,16 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use crate::test_support::*;
+use crate::web::NetPolicy;
 use crate::web::test_server::{Reply, TestServer};
-use crate::web::{DownloadFile, HttpRequest, NetPolicy};
 
 /// The built-ins plus the web tools allow-listing `allow`.
 pub fn web_registry(allow: &[String]) -> Registry {
-    let policy = Arc::new(NetPolicy::from_list(allow).unwrap());
-    let mut registry = crate::builtin_registry().unwrap();
-    registry
-        .register(Arc::new(HttpRequest::new(policy.clone())))
-        .unwrap();
-    registry
-        .register(Arc::new(DownloadFile::new(policy)))
-        .unwrap();
-    registry
+    let config = crate::ToolsConfig {
+        net: Arc::new(NetPolicy::from_list(allow).unwrap()),
+        ..Default::default()
+    };
+    crate::builtin_registry_with(&config).unwrap()
 }
 
 /// A harness whose web tools reach `server`, with `confirmer` and a concurrency bound of 3.
@@ -514,10 +510,11 @@ async fn oversized_request_bodies_and_response_headers_are_refused() {
     .await;
     let mut policy = NetPolicy::from_list(&[server.host_port()]).unwrap();
     policy.max_request_body = 100;
-    let mut registry = crate::builtin_registry().unwrap();
-    registry
-        .register(Arc::new(HttpRequest::new(Arc::new(policy))))
-        .unwrap();
+    let config = crate::ToolsConfig {
+        net: Arc::new(policy),
+        ..Default::default()
+    };
+    let registry = crate::builtin_registry_with(&config).unwrap();
     let h = Harness::with_registry(registry, Arc::new(ApproveAll));
     h.select("s", "http_request").await;
     let (s1, t1) = request(
