@@ -92,6 +92,7 @@ impl Engine {
             name: Arc::from(call.name.as_str()),
             args_raw: Arc::from(call.arguments.as_str()),
             key: None,
+            effect: tool.effect(&args),
             state: SlotState::Ready { tool, args },
         }];
         cx.execute_answered(&mut slots, 0, req.answers).await;

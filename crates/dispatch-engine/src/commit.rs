@@ -51,9 +51,7 @@ impl RoundCx<'_> {
         let written_batches: HashSet<usize> = slots
             .iter()
             .filter_map(|slot| match &slot.state {
-                SlotState::Executed(e)
-                    if e.outcome.is_ok() && self.effect_of(slot) == Effect::Mutates =>
-                {
+                SlotState::Executed(e) if e.outcome.is_ok() && slot.effect == Effect::Mutates => {
                     e.batch
                 }
                 _ => None,
@@ -70,7 +68,7 @@ impl RoundCx<'_> {
                         "tool={} failed: the call stopped without a result; call it again if you still need it",
                         slot.name
                     );
-                    if self.effect_of(slot) == Effect::Mutates {
+                    if slot.effect == Effect::Mutates {
                         self.invalidate(&[]);
                     }
                     (Status::Failed, text, Vec::new(), true, None)
@@ -113,7 +111,7 @@ impl RoundCx<'_> {
                     self.redactor.redact_in_place(&mut body);
                     let images_ref = images.clone();
                     let spec = self.engine.registry.get(&slot.name).map(|t| t.spec());
-                    let mutates = spec.is_some_and(|s| s.effect == Effect::Mutates);
+                    let mutates = slot.effect == Effect::Mutates;
                     let remember = spec.is_some_and(|s| s.dedupe);
                     match &exec.outcome {
                         Ok(output) if mutates => {
@@ -336,15 +334,8 @@ impl RoundCx<'_> {
         )))
     }
 
-    fn effect_of(&self, slot: &Slot) -> Effect {
-        self.engine
-            .registry
-            .get(&slot.name)
-            .map_or(Effect::Observes, |t| t.spec().effect)
-    }
-
     fn validity_of(&self, slot: &Slot, paths: Option<&Vec<PathBuf>>) -> Validity {
-        match self.effect_of(slot) {
+        match slot.effect {
             Effect::Pure => Validity::Always,
             // A read that reported no file (it failed, or the file is missing) can be made
             // stale by any write, including the one that creates the file.

@@ -41,11 +41,11 @@ impl RoundCx<'_> {
         let mut slots = Vec::with_capacity(calls.len());
         for (index, call) in calls.iter().enumerate() {
             let slot = self.check(call, &mut pass).await;
-            if let SlotState::Ready { tool, .. } = &slot.state {
+            if let SlotState::Ready { .. } = &slot.state {
                 if let Some(key) = slot.key {
                     pass.ready_keys.insert(key, (index, pass.mutations_ahead));
                 }
-                if tool.spec().effect == Effect::Mutates {
+                if slot.effect == Effect::Mutates {
                     pass.mutations_ahead += 1;
                 }
             }
@@ -77,6 +77,7 @@ impl RoundCx<'_> {
                         text,
                         images: Vec::new(),
                     },
+                    effect: Effect::Observes,
                 }
             };
 
@@ -156,6 +157,7 @@ impl RoundCx<'_> {
                 args_raw: args_arc,
                 key: Some(key),
                 state: SlotState::SameAs(first),
+                effect: Effect::Observes,
             };
         }
         if let Some(entry) = self
@@ -174,6 +176,7 @@ impl RoundCx<'_> {
                 args_raw: args_arc,
                 key: Some(key),
                 state,
+                effect: Effect::Observes,
             };
         }
 
@@ -300,6 +303,7 @@ impl RoundCx<'_> {
                 name: name_arc,
                 args_raw: args_arc,
                 key: Some(key),
+                effect: tool.effect(&args),
                 state: SlotState::Ready { tool, args },
             },
             Err(reason) => {

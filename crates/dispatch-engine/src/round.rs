@@ -226,6 +226,9 @@ pub(crate) struct Slot {
     pub args_raw: Arc<str>,
     pub key: Option<DedupeKey>,
     pub state: SlotState,
+    /// What the call does to the world, judged in pass 1 from its arguments
+    /// (`Tool::effect`); `Observes` for a call that never runs.
+    pub effect: Effect,
 }
 
 pub(crate) enum SlotState {
@@ -598,6 +601,7 @@ impl RoundCx<'_> {
                             args_raw: Arc::from(args.as_str()),
                             key: None,
                             state: SlotState::Client,
+                            effect: Effect::Observes,
                         }
                     }
                     None => {
@@ -614,6 +618,7 @@ impl RoundCx<'_> {
                             },
                             name: Arc::from(name),
                             key: None,
+                            effect: Effect::Observes,
                         }
                     }
                 }
@@ -700,11 +705,7 @@ impl RoundCx<'_> {
         // run's remembered results must not outlive that.
         let mutation_started = slots.iter().any(|s| {
             matches!(s.state, SlotState::Running | SlotState::Executed(_))
-                && self
-                    .engine
-                    .registry
-                    .get(&s.name)
-                    .is_some_and(|t| t.spec().effect == Effect::Mutates)
+                && s.effect == Effect::Mutates
         });
         if mutation_started {
             self.invalidate(&[]);

@@ -56,7 +56,7 @@ impl RoundCx<'_> {
             let (fire_and_forget, concurrent) = (spec.fire_and_forget, spec.is_concurrent());
             // Exactly-once (DESIGN §4.7): a call that changes the world is journalled before it
             // runs; if that cannot be written, it does not run.
-            if spec.effect == Effect::Mutates
+            if slots[index].effect == Effect::Mutates
                 && let Err(e) = self.journal(&slots[index]).await
             {
                 slots[index].state = SlotState::Settled {

@@ -13,7 +13,7 @@ use crate::events::{EventKind, EventLog};
 use crate::gate::{Confirmer, Question};
 use crate::redact::ToolSecrets;
 use crate::registry::Registry;
-use crate::spec::ToolSpec;
+use crate::spec::{Effect, ToolSpec};
 
 /// A tool the engine can dispatch.
 #[async_trait]
@@ -21,6 +21,13 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> &ToolSpec;
     /// Run one call. `args` has already passed the tool's JSON Schema.
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
+
+    /// What this call does to the world. Most tools declare one effect for every call
+    /// (`spec().effect`); a tool whose arguments decide it (http_request: GET reads, POST
+    /// changes) says so per call, so a read is not journalled and ends nothing remembered.
+    fn effect(&self, _args: &Value) -> Effect {
+        self.spec().effect
+    }
 
     /// A tool that needs the user (`spec().asks_user`): the questions a call with these
     /// arguments puts to them when the run parks instead (ask_user's own `questions`).

@@ -131,9 +131,7 @@ impl HttpRequest {
             )
             .concurrent()
             .gate(Gate::AskUnlessGet)
-            // A POST may change what a later GET (or run_command) returns, and the engine reads
-            // the effect per tool, not per call: so every request counts as a change. A GET thus
-            // also ends the run's remembered results; correct, if more than needed.
+            // Per call (`effect` below): GET and HEAD observe, the other methods change things.
             .effect(Effect::Mutates)
             .cache(CachePolicy::Session(CACHE_TTL))
             // The call enforces `timeout` itself and says so; this is only the backstop.
@@ -147,6 +145,18 @@ impl HttpRequest {
 impl Tool for HttpRequest {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// A GET or HEAD reads: it is not journalled and ends nothing remembered. Any other method
+    /// may change what a later GET (or run_command) returns.
+    fn effect(&self, args: &Value) -> Effect {
+        match args.get("method").and_then(Value::as_str) {
+            None => Effect::Observes,
+            Some(m) if m.eq_ignore_ascii_case("GET") || m.eq_ignore_ascii_case("HEAD") => {
+                Effect::Observes
+            }
+            Some(_) => Effect::Mutates,
+        }
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

@@ -547,3 +547,30 @@ async fn oversized_request_bodies_and_response_headers_are_refused() {
         ["/fat-headers"]
     );
 }
+
+#[tokio::test]
+async fn a_get_leaves_remembered_reads_alone_and_a_post_ends_them() {
+    let server = TestServer::start(|_| Reply::new(200, "text/plain", "ok")).await;
+    let h = web_harness(&server, Arc::new(ApproveAll)).await;
+    h.select("s", "read_files").await;
+    std::fs::write(h.root().join("a.txt"), "alpha").unwrap();
+    let read = || run_tool("read", "read_files", json!({"files": [{"path": "a.txt"}]}));
+    let status_of_read = |out: &RoundOutcome| out.results.last().unwrap().status;
+    // One run: read, GET, read again (remembered), POST, read again (runs).
+    let first = h.round("s", "r", vec![read()]).await;
+    assert_eq!(status_of_read(&first), Status::Ok);
+    let (get, _) = request(&h, "s", "r", json!({"url": server.url("/a")})).await;
+    assert_eq!(get, Status::Ok);
+    let again = h.round("s", "r", vec![read()]).await;
+    assert_eq!(status_of_read(&again), Status::Deduped);
+    let (post, _) = request(
+        &h,
+        "s",
+        "r",
+        json!({"url": server.url("/a"), "method": "POST", "body": {"x": 1}}),
+    )
+    .await;
+    assert_eq!(post, Status::Ok);
+    let after_post = h.round("s", "r", vec![read()]).await;
+    assert_eq!(status_of_read(&after_post), Status::Ok);
+}
