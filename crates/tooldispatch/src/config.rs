@@ -16,6 +16,9 @@
 //! [search]
 //! searxng_url = "http://127.0.0.1:8888"              # search_web's backend (else Brave/Tavily keys)
 //! min_gap_ms = 1000                                  # least time between two searches
+//!
+//! [net]
+//! allow_hosts = ["intranet.example", "127.0.0.1:8080"]   # private hosts the web tools may reach
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -35,6 +38,17 @@ pub struct Config {
     pub commands: Commands,
     #[serde(default)]
     pub search: Search,
+    #[serde(default)]
+    pub net: Net,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Net {
+    /// Hosts (`host` or `host:port`) the web tools may reach although they resolve to
+    /// private, loopback or link-local addresses.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -114,7 +128,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n",
+            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n",
         )
         .unwrap();
         assert_eq!(
@@ -128,6 +142,9 @@ mod tests {
                 search: Search {
                     searxng_url: Some("http://127.0.0.1:8888".into()),
                     min_gap_ms: Some(500),
+                },
+                net: Net {
+                    allow_hosts: vec!["intranet.example".into(), "127.0.0.1:8080".into()],
                 },
             }
         );

@@ -58,14 +58,30 @@ pub fn open_store(
     })
 }
 
-/// The built-in tools' settings from the config file.
-fn tools_config(config: &Config) -> dispatch_tools::ToolsConfig {
+/// The built-in tools' settings from the config file, and `TOOLDISPATCH_ALLOW_HOSTS`
+/// (comma-separated, added to the file's `net.allow_hosts`).
+fn tools_config(config: &Config) -> Result<dispatch_tools::ToolsConfig, CliError> {
     let mut tools = dispatch_tools::ToolsConfig::default();
     tools.search.searxng_url = config.search.searxng_url.clone();
     if let Some(ms) = config.search.min_gap_ms {
         tools.search.min_gap = std::time::Duration::from_millis(ms);
     }
-    tools
+    let mut allow = config.net.allow_hosts.clone();
+    if let Ok(list) = std::env::var("TOOLDISPATCH_ALLOW_HOSTS") {
+        allow.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(String::from),
+        );
+    }
+    let policy = dispatch_tools::web::NetPolicy::from_list(&allow).map_err(|e| {
+        CliError::input(format!(
+            "{e} (in the config file or TOOLDISPATCH_ALLOW_HOSTS)"
+        ))
+    })?;
+    tools.net = Arc::new(policy);
+    Ok(tools)
 }
 
 /// Build the engine for a command. `default_store` applies when `--store` is absent (before
@@ -89,7 +105,7 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         Approve::All => Arc::new(ApproveAll),
         Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
     };
-    let registry = dispatch_tools::builtin_registry_with(&tools_config(&config))
+    let registry = dispatch_tools::builtin_registry_with(&tools_config(&config)?)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir);
     config_engine.data_dir = Some(data_dir());

@@ -199,3 +199,132 @@ fn a_secret_is_answered_on_stdin_stored_encrypted_and_never_shown() {
         )
     );
 }
+
+/// An upstream API on 127.0.0.1 that echoes the Authorization header it got (the worst case:
+/// the secret comes back in the response). Returns its `host:port` and what it received.
+fn echoing_api() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut auth = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("authorization:") {
+                    auth = line[line.len() - v.len()..].trim().to_string();
+                }
+            }
+            log.lock().unwrap().push(auth.clone());
+            let body = json!({"you_sent": auth}).to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, seen)
+}
+
+#[test]
+fn a_stored_secret_used_in_a_header_appears_nowhere_but_at_the_server() {
+    const VALUE: &str = "ghp_R3alLo0kingT0kenValue42";
+    let td = Td::new();
+    let (api, seen) = echoing_api();
+    let mut shown = String::new();
+    let mut run = |args: &[&str], stdin: &str| {
+        let output = td
+            .cmd(args)
+            .env("TOOLDISPATCH_ALLOW_HOSTS", &api)
+            .write_stdin(stdin.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        shown.push_str(&String::from_utf8_lossy(&output.stdout));
+        shown.push_str(&String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+
+    run(
+        &["round", "--session", "s", "--run", "m"],
+        &select("m", "store_secret,http_request"),
+    );
+    let store_reply = openai(&[(
+        "k",
+        "run_tool",
+        run_tool("store_secret", json!({"key": "GH_TOKEN"})),
+    )]);
+    let report: serde_json::Value = serde_json::from_str(&run(
+        &["round", "--session", "s", "--run", "r", "--report"],
+        &store_reply,
+    ))
+    .unwrap();
+    let task = report["pending"]["task_hash"].as_str().unwrap().to_string();
+    run(
+        &["answer", "--session", "s", "--task", &task],
+        &format!("{VALUE}\n"),
+    );
+
+    let get = openai(&[(
+        "g",
+        "run_tool",
+        run_tool(
+            "http_request",
+            json!({"url": format!("http://{api}/user"), "headers": {"Authorization": "Bearer {{secret:GH_TOKEN}}"}}),
+        ),
+    )]);
+    let result = run(&["round", "--session", "s", "--run", "r2"], &get);
+    // The same call again (remembered), and a report of a fresh run (from the cache).
+    run(&["round", "--session", "s", "--run", "r2"], &get);
+    run(
+        &["round", "--session", "s", "--run", "r3", "--report"],
+        &get,
+    );
+
+    // The secret did its job: the server got it, once per request that was sent.
+    assert_eq!(seen.lock().unwrap()[0], format!("Bearer {VALUE}"));
+    let result: serde_json::Value = serde_json::from_str(&result).unwrap();
+    let content = result[0]["content"].as_str().unwrap();
+    assert!(
+        content.contains("\"you_sent\": \"Bearer [secret:GH_TOKEN]\""),
+        "{content}"
+    );
+
+    // Everything else: every process's output, and every file under the test's directory
+    // (the SQLite store and its WAL, the data directory with spills and sessions).
+    assert!(
+        !shown.contains(VALUE),
+        "a command printed the secret: {shown}"
+    );
+    let mut files = 0;
+    let mut stack = vec![td.store_path().parent().unwrap().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+                    "{} holds the secret",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(files >= 2, "scanned only {files} files");
+}

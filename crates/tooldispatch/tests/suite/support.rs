@@ -63,7 +63,8 @@ impl Td {
             .env("XDG_CONFIG_HOME", self.data.join("no-config"))
             .env_remove("TOOLDISPATCH_CONFIG")
             .env_remove("TOOLDISPATCH_STORE")
-            .env_remove("TOOLDISPATCH_MAX_CONCURRENT_TOOLS");
+            .env_remove("TOOLDISPATCH_MAX_CONCURRENT_TOOLS")
+            .env_remove("TOOLDISPATCH_ALLOW_HOSTS");
         cmd
     }
 
