@@ -238,7 +238,12 @@ impl RoundCx<'_> {
                     self.redactor.redact_in_place(&mut put.value);
                     self.cache_puts.push(put);
                 }
-                let text = shape(output.text.trim(), budget, spill.as_deref());
+                // Redacted before shaping: the spill file keeps the full text on disk.
+                let text = shape(
+                    &self.redactor.redact(output.text.trim()),
+                    budget,
+                    spill.as_deref(),
+                );
                 let body = if !output.images.is_empty() {
                     let n = output.images.len();
                     if text.is_empty() {
@@ -264,7 +269,11 @@ impl RoundCx<'_> {
                         slot.name, failure.message
                     ));
                 }
-                let message = shape(failure.message.trim(), budget, spill.as_deref());
+                let message = shape(
+                    &self.redactor.redact(failure.message.trim()),
+                    budget,
+                    spill.as_deref(),
+                );
                 let hint = next_hint(
                     &slot.name,
                     &failure.message,

@@ -148,8 +148,8 @@ pub struct Permission {
 }
 
 impl GatePolicy {
-    /// Decide, in order: deny rule → run allow-all → interactive → sensitive path → turn
-    /// allow-all → destructive → `shell: true` → ask rule → read-only → list/read/search mode →
+    /// Decide, in order: deny rule → run allow-all → interactive → sensitive path → a stored
+    /// secret sent without an allow rule → turn allow-all → destructive → `shell: true` → ask rule → read-only → list/read/search mode →
     /// GET → read-only command (without `env`/`pass_env`) → allow rule → ask.
     pub fn evaluate(
         &self,
@@ -175,6 +175,22 @@ impl GatePolicy {
             return Verdict::Ask {
                 why: format!(
                     "{name} touches the sensitive path {path} (keys and credentials always ask)"
+                ),
+            };
+        }
+        // A stored secret leaves only where the user said it may go: an allow rule for this
+        // call (`allow http_request(https://api.github.com/**)`) or their approval now. Else
+        // `{{secret:NAME}}` in a GET to any host would hand the secret to whoever runs it.
+        if let Some(secret) = secret_reference(raw)
+            && self.rules.find(RuleKind::Allow, name, &subject).is_none()
+        {
+            let target = args
+                .get("url")
+                .and_then(Value::as_str)
+                .map_or_else(|| name.to_string(), shown_target);
+            return Verdict::Ask {
+                why: format!(
+                    "{name} sends the stored secret {secret} to {target} (a secret goes only where a rule in .tooldispatch/rules or the user allows)"
                 ),
             };
         }
@@ -243,5 +259,25 @@ impl GatePolicy {
                 "{name} can change things and no rule in .tooldispatch/rules allows this call"
             ),
         }
+    }
+}
+
+/// The first `{{secret:NAME}}` the arguments use, as `NAME`.
+fn secret_reference(raw: &str) -> Option<&str> {
+    let start = raw.find("{{secret:")? + "{{secret:".len();
+    let len = raw[start..].find("}}")?;
+    Some(raw[start..start + len].trim())
+}
+
+/// Where a URL goes, for a prompt: its scheme and host (the path may be long and is in the
+/// arguments shown beside it).
+fn shown_target(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let scheme = url.split_once("://").map_or("", |(s, _)| s);
+    if scheme.is_empty() {
+        host.to_string()
+    } else {
+        format!("{scheme}://{host}")
     }
 }

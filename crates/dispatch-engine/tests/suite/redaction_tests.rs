@@ -44,14 +44,11 @@ fn engine_with(
         .register(Arc::new(TestTool::new(spec("echo"), Behaviour::Echo)))
         .unwrap();
     let store = dispatch_store::open("memory:").unwrap();
-    let engine = Engine::new(
-        registry,
-        store.clone(),
-        Arc::new(Headless),
-        EngineConfig::new(dir.path()),
-    )
-    .unwrap()
-    .with_secrets(secrets.unwrap_or_else(|| store.clone()));
+    let mut config = EngineConfig::new(dir.path());
+    config.data_dir = Some(dir.path().join("data"));
+    let engine = Engine::new(registry, store.clone(), Arc::new(Headless), config)
+        .unwrap()
+        .with_secrets(secrets.unwrap_or_else(|| store.clone()));
     (engine, store, dir)
 }
 
@@ -123,5 +120,50 @@ async fn a_round_that_cannot_read_the_secrets_does_not_run() {
     assert_eq!(
         err.to_string(),
         "cannot read the stored secrets, so results could not be kept free of them: stored data is corrupt: key file missing"
+    );
+}
+
+#[tokio::test]
+async fn a_long_result_is_spilled_to_disk_without_the_secret() {
+    let (engine, store, dir) = engine_with(None);
+    store.secret_set("GH_TOKEN", TOKEN).await.unwrap();
+    let mark = RoundRequest::new(
+        "s",
+        "m",
+        dispatch_engine::Provider::OpenAi,
+        vec![call(
+            "m",
+            "find_tools",
+            &json!({"query": "select:echo"}).to_string(),
+        )],
+    );
+    engine.round(mark).await.unwrap();
+    // Longer than the result budget, with the secret at its very end (only in the spill).
+    let long = format!("{}{TOKEN}", "x".repeat(40_000));
+    let req = RoundRequest::new(
+        "s",
+        "r",
+        dispatch_engine::Provider::OpenAi,
+        vec![wrapped("a", "echo", json!({"text": long}))],
+    );
+    let out = engine.round(req).await.unwrap();
+    assert!(out.results[0].content.contains("[secret:GH_TOKEN]"));
+    let mut spilled = Vec::new();
+    let mut stack = vec![dir.path().join("data")];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                spilled.push(std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    assert_eq!(spilled.len(), 1, "one spill file");
+    assert!(spilled[0].contains("[secret:GH_TOKEN]"));
+    assert!(
+        !spilled[0].contains(TOKEN),
+        "the spill file holds the secret"
     );
 }

@@ -215,7 +215,8 @@ async fn unauthorized_leads_to_store_secret() {
         Reply::new(401, "application/json", r#"{"message":"Bad credentials"}"#)
     })
     .await;
-    let h = web_harness(&server, Arc::new(Headless)).await;
+    // Sending a secret asks (gate_tests); here the user approves.
+    let h = web_harness(&server, Arc::new(ApproveAll)).await;
     h.store
         .secret_set("GH_TOKEN", "ghp_abcdef123456")
         .await
@@ -244,7 +245,8 @@ async fn a_secret_in_a_header_reaches_the_server_but_never_the_transcript() {
         Reply::new(200, "text/plain", format!("you sent {echoed}"))
     })
     .await;
-    let h = web_harness(&server, Arc::new(Headless)).await;
+    // Sending a secret asks (gate_tests); here the user approves.
+    let h = web_harness(&server, Arc::new(ApproveAll)).await;
     h.store
         .secret_set("API_TOKEN", "tok-9f8e7d6c5b")
         .await
@@ -291,7 +293,8 @@ async fn a_secret_in_a_header_reaches_the_server_but_never_the_transcript() {
 #[tokio::test]
 async fn a_missing_secret_is_a_credential_error() {
     let server = TestServer::start(|_| Reply::new(200, "text/plain", "ok")).await;
-    let h = web_harness(&server, Arc::new(Headless)).await;
+    // Sending a secret asks (gate_tests); here the user approves.
+    let h = web_harness(&server, Arc::new(ApproveAll)).await;
     let (status, text) = request(
         &h,
         "s",

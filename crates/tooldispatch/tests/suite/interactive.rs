@@ -239,6 +239,8 @@ fn a_stored_secret_used_in_a_header_appears_nowhere_but_at_the_server() {
     const VALUE: &str = "ghp_R3alLo0kingT0kenValue42";
     let td = Td::new();
     let (api, seen) = echoing_api();
+    // The user lets secrets go to this API (without the rule, sending one asks).
+    td.rules(&format!("allow http_request(http://{api}/**)\n"));
     let mut shown = String::new();
     let mut run = |args: &[&str], stdin: &str| {
         let output = td
