@@ -1005,7 +1005,7 @@ async fn the_headless_gate_declines_with_a_reason_the_model_can_read() {
 
 #[tokio::test]
 async fn a_stored_secret_goes_only_where_a_rule_or_the_user_allows() {
-    let c = Scripted::decline(Some("not to that host".into()));
+    let c = Scripted::decline(Some("not to that host"));
     let fx = fixture()
         .tool(TestTool::new(http_spec(), Behaviour::Echo))
         .rules("allow http(https://api.github.com/**)\n")
