@@ -48,15 +48,18 @@ impl Redactor {
         Ok(redactor)
     }
 
-    /// Hide `value` as `[secret:NAME]` from now on.
+    /// Hide `value` as `[secret:NAME]` from now on, also in the encodings a server may echo
+    /// it back in (hex, base64, URL- and JSON-escaped).
     pub fn add(&self, name: String, value: String) {
         if value.len() < MIN_SECRET_LEN {
             return;
         }
         let mut secrets = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
         secrets.retain(|(n, _)| *n != name);
-        let at = secrets.partition_point(|(_, v)| v.len() >= value.len());
-        secrets.insert(at, (name, value));
+        for form in encodings(&value) {
+            let at = secrets.partition_point(|(_, v)| v.len() >= form.len());
+            secrets.insert(at, (name.clone(), form));
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<(String, String)>> {
@@ -84,6 +87,39 @@ impl Redactor {
             *text = clean;
         }
     }
+}
+
+/// `value` and the forms it takes when something encodes it, each once.
+fn encodings(value: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let bytes = value.as_bytes();
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let url_escaped: String = bytes
+        .iter()
+        .map(|&b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let json_escaped = serde_json::to_string(value).unwrap_or_default();
+    let mut forms = vec![
+        value.to_string(),
+        hex.concat(),
+        hex.join(" "),
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
+        url_escaped,
+        json_escaped
+            .get(1..json_escaped.len().saturating_sub(1))
+            .unwrap_or_default()
+            .to_string(),
+    ];
+    forms.retain(|f| f.len() >= MIN_SECRET_LEN);
+    forms.sort();
+    forms.dedup();
+    forms
 }
 
 /// The store's secrets as a tool sees them: read one, expand `{{secret:NAME}}`, or store one
@@ -166,7 +202,8 @@ mod tests {
             "a [secret:LONGER] b [secret:TOKEN] c abc"
         );
         assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
-        assert_eq!(format!("{r:?}"), "Redactor { secrets: 2 }");
+        // Each secret is kept with its encoded forms.
+        assert_eq!(format!("{r:?}"), "Redactor { secrets: 8 }");
     }
 
     #[tokio::test]
@@ -209,6 +246,22 @@ mod tests {
                 );
             }
             other => panic!("not a credential error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_echoed_secret_is_hidden_in_its_encoded_forms_too() {
+        let r = Redactor::new(vec![("K".into(), "a/b+c \"d\"".into())]);
+        for echoed in [
+            "a/b+c \"d\"",
+            "612f622b6320226422",
+            "61 2f 62 2b 63 20 22 64 22",
+            "YS9iK2MgImQi",
+            "YS9iK2MgImQi",
+            "a%2Fb%2Bc%20%22d%22",
+            "a/b+c \\\"d\\\"",
+        ] {
+            assert_eq!(r.redact(&format!("<{echoed}>")), "<[secret:K]>", "{echoed}");
         }
     }
 }

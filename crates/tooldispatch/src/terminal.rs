@@ -69,10 +69,12 @@ fn ask_questions(tty: &Mutex<File>, questions: &[Question]) -> Option<Vec<String
         if question.multi_select {
             prompt.push_str("  (several: numbers separated by commas)\n");
         }
+        // Said on every prompt, so a question dressed up as a secret prompt cannot make the
+        // user paste a credential the model will read.
         prompt.push_str(if question.secret {
-            "(typing is hidden) > "
+            "(typing is hidden; stored as a secret, the model sees only its name) > "
         } else {
-            "> "
+            "(your answer is shown to the model) > "
         });
         tty.write_all(prompt.as_bytes())
             .and_then(|_| tty.flush())
@@ -110,7 +112,8 @@ fn read_hidden(tty: &mut File) -> Option<String> {
 }
 
 /// Text from the model shown at the terminal: control characters (escape sequences could
-/// redraw the prompt the user is approving) are shown as `\u{..}` instead.
+/// redraw the prompt the user is approving) and invisible format characters (bidi overrides
+/// could make the text read backwards) are shown as `\u{..}` instead.
 fn shown(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
@@ -118,13 +121,19 @@ fn shown(text: &str, max_chars: usize) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() {
+        if c.is_control() || is_invisible_format(c) {
             out.push_str(&c.escape_unicode().to_string());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Bidi controls, zero-width characters and the byte-order mark: they change how the text
+/// around them is displayed without showing themselves.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 fn ask(tty: &Mutex<File>, request: &ConfirmRequest) -> ConfirmReply {
@@ -189,6 +198,8 @@ mod tests {
     fn escape_sequences_from_the_model_are_not_sent_to_the_terminal() {
         let text = shown("a\u{1b}[2Jb\nc", 100);
         assert_eq!(text, "a\\u{1b}[2Jb\\u{a}c");
+        // A right-to-left override would show `exe.txt` as `txt.exe`.
+        assert_eq!(shown("a\u{202E}b\u{200B}c", 100), "a\\u{202e}b\\u{200b}c");
         assert_eq!(shown("abcdef", 3), "abc…");
     }
 

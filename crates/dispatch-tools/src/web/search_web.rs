@@ -81,6 +81,10 @@ impl SearchWeb {
     pub fn new(config: SearchConfig) -> Self {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
+            // An API key header (Brave's X-Subscription-Token) must not follow a redirect to
+            // another host, and no proxy from the environment sees it.
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
             .user_agent(concat!("tooldispatch/", env!("CARGO_PKG_VERSION")))
             .build();
         let client = match client {
