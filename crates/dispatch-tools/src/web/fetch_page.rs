@@ -334,9 +334,16 @@ async fn fetch(
         } else {
             (SKIP_5XX, "it is not fetched again for 12 hours")
         };
+        // The engine's next: line points to store_secret on a 401/403; fetch_page cannot send
+        // a secret, so the message says which tool can.
+        let then = if matches!(status.as_u16(), 401 | 403) {
+            "If the page needs a login or an API key, fetch_page cannot send one: store it with store_secret and call http_request with it in a header; otherwise look for another source"
+        } else {
+            "Look for another source, or use http_request to see the response itself"
+        };
         return Err(Failure {
             message: format!(
-                "{url} answered {} {reason}; {retry} unless force=true. Look for another source, or use http_request to see the response itself",
+                "{url} answered {} {reason}; {retry} unless force=true. {then}",
                 status.as_u16()
             ),
             skip: Some((format!("it answered {} {reason}", status.as_u16()), ttl)),
@@ -352,7 +359,8 @@ async fn fetch(
         .and_then(|t| t.split(';').next())
         .map(|t| t.trim().to_ascii_lowercase())
         .unwrap_or_else(|| "text/html".to_string());
-    let is_html = kind.contains("html") || kind.contains("xml");
+    // XHTML and XML pages go through the HTML parser; an SVG is an image, not a page.
+    let is_html = kind.contains("html") || (kind.ends_with("xml") && !kind.starts_with("image/"));
     if !(is_html || kind.starts_with("text/") || kind.ends_with("json")) {
         return Err(Failure::plain(format!(
             "{url} is {kind}, not a web page; use download_file to save it, or http_request to look at it"
@@ -534,9 +542,7 @@ async fn save_to(
     let path = confine.resolve(target)?;
     let shown = confine.display(&path).into_owned();
     if std::fs::symlink_metadata(&path).is_ok() {
-        return Err(ToolError::failed(format!(
-            "save_to {shown} already exists; fetch_page only creates new files. Choose another path, or write over it with edit_file"
-        )));
+        return Err(exists(&shown));
     }
     let version = recorder
         .record(&path, &shown, FileAction::Create, None, None)
@@ -547,7 +553,10 @@ async fn save_to(
             std::fs::create_dir_all(dir)
                 .map_err(|e| io_error("create the directories for", &shown_owned, &e))?;
         }
-        write_atomic(&file, &bytes, None).map_err(|e| io_error("write", &shown_owned, &e))
+        create_new(&file, &bytes).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => exists(&shown_owned),
+            _ => io_error("write", &shown_owned, &e),
+        })
     })
     .await?;
     Ok((
@@ -556,6 +565,28 @@ async fn save_to(
             "{shown} (a new file; version {version} records that it did not exist; undo with restore_file(version={version}))"
         ),
     ))
+}
+
+fn exists(shown: &str) -> ToolError {
+    ToolError::failed(format!(
+        "save_to {shown} already exists; fetch_page only creates new files. Choose another path, or write over it with edit_file"
+    ))
+}
+
+/// Write `bytes` as a file that must not exist yet: a file made between the check and the
+/// write (or a symlink planted there) makes it fail instead of being replaced.
+fn create_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if written.is_err() {
+        // A half-written page is worse than none; the error says what happened.
+        let _ = std::fs::remove_file(path);
+    }
+    written
 }
 
 #[cfg(test)]

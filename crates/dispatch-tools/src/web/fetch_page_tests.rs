@@ -748,11 +748,20 @@ async fn save_to_creates_a_recorded_new_file_and_never_overwrites() {
 async fn a_file_that_is_not_a_page_points_to_the_other_tools() {
     let server = TestServer::start(|seen| match seen.path.as_str() {
         "/doc.pdf" => Reply::new(200, "application/pdf", b"%PDF-1.7 ...".to_vec()),
+        "/icon.svg" => Reply::new(
+            200,
+            "image/svg+xml",
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"><text>hi</text></svg>",
+        ),
         _ => Reply::new(200, "image/png", b"\x89PNG\r\n\x1a\n".to_vec()),
     })
     .await;
     let h = harness(&server).await;
-    for (path, kind) in [("/doc.pdf", "application/pdf"), ("/logo.png", "image/png")] {
+    for (path, kind) in [
+        ("/doc.pdf", "application/pdf"),
+        ("/logo.png", "image/png"),
+        ("/icon.svg", "image/svg+xml"),
+    ] {
         let url = server.url(path);
         let text = failed(&h, "s", path, json!({"link": url})).await;
         assert_eq!(
@@ -872,4 +881,52 @@ async fn a_long_outline_stays_valid_json_within_the_budget() {
     assert_eq!(v["links_omitted"], json!(199));
     assert_eq!(v["headings_omitted"], json!(1));
     assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn xhtml_text_and_json_are_pages_too() {
+    let server = TestServer::start(|seen| match seen.path.as_str() {
+        "/x" => Reply::new(
+            200,
+            "application/xhtml+xml",
+            "<?xml version=\"1.0\"?><html xmlns=\"http://www.w3.org/1999/xhtml\"><head><title>X</title></head><body><p>Strict markup still reads.</p></body></html>",
+        ),
+        "/notes.txt" => Reply::new(200, "text/plain; charset=utf-8", "plain notes\nline two"),
+        _ => Reply::new(200, "application/json", r#"{"answer":42}"#),
+    })
+    .await;
+    let h = harness(&server).await;
+    let x = ok(&h, "s", "r1", json!({"link": server.url("/x")})).await;
+    let txt = ok(&h, "s", "r2", json!({"link": server.url("/notes.txt")})).await;
+    let js = ok(&h, "s", "r3", json!({"link": server.url("/data.json")})).await;
+    assert_eq!(
+        [x.as_str(), txt.as_str(), js.as_str()],
+        [
+            "# X\n\nStrict markup still reads.",
+            "plain notes\nline two",
+            r#"{"answer":42}"#
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_403_says_which_tool_can_send_credentials() {
+    let server = TestServer::start(|_| Reply::new(403, "text/html", "<h1>Forbidden</h1>")).await;
+    let h = harness(&server).await;
+    let url = server.url("/members");
+    let text = failed(&h, "s", "r1", json!({"link": url})).await;
+    assert_eq!(
+        message(&text),
+        format!(
+            "{url} answered 403 Forbidden; it is not fetched again unless force=true. If the page needs a login or an API key, fetch_page cannot send one: store it with store_secret and call http_request with it in a header; otherwise look for another source"
+        )
+    );
+    // The engine's hint that follows now agrees with the message.
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("next: store_secret("),
+        "{text}"
+    );
 }
