@@ -235,10 +235,18 @@ impl Tool for FetchPage {
             saved.push(format!("saved to {shown}"));
             paths.push(path);
         }
+        let saved = saved.join("; ");
+        // The lines above the text count against the result budget too, or the engine would
+        // cut the middle out of a page the filter had fitted. The cache note gets fixed room,
+        // so a cached return is the fresh one plus its note line, never cut differently.
+        let above = CACHE_NOTE_ROOM
+            + page.notes.iter().map(|n| n.len() + 1).sum::<usize>()
+            + if saved.is_empty() { 0 } else { saved.len() + 1 };
+        let budget = cx.result_budget.saturating_sub(above);
         let filtered = if args.format == PageFormat::Outline {
-            fit_outline(&page.text, args.focus.as_deref(), cx.result_budget)
+            fit_outline(&page.text, args.focus.as_deref(), budget)
         } else {
-            DeterministicFilter.apply(&page.text, args.focus.as_deref(), cx.result_budget)
+            DeterministicFilter.apply(&page.text, args.focus.as_deref(), budget)
         };
         let mut out = String::new();
         // What the model must know about the page whatever the filter keeps: where the text came
@@ -246,7 +254,7 @@ impl Tool for FetchPage {
         let lines = std::iter::once(note)
             .chain(page.notes)
             .chain(filtered.note)
-            .chain(std::iter::once(saved.join("; ")));
+            .chain(std::iter::once(saved));
         for line in lines.filter(|l| !l.is_empty()) {
             out.push_str(&line);
             out.push('\n');
@@ -400,6 +408,8 @@ async fn fetch(
     Ok(Page { notes, text })
 }
 
+/// Room kept above a page for the cache note: "(cached 59 min ago, shared across sessions; …)".
+const CACHE_NOTE_ROOM: usize = 100;
 /// Room kept for the line that says what an outline lost.
 const OUTLINE_NOTE_ROOM: usize = 300;
 

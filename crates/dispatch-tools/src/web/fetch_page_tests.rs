@@ -254,7 +254,11 @@ async fn focus_filters_every_return_and_the_cache_keeps_the_whole_page() {
 
     let lights = ok(&h, "s", "r1", json!({"link": url, "focus": "lighthouses"})).await;
     let first = lights.lines().next().unwrap();
-    assert!(first.contains("lighthouses"), "filter note first: {first}");
+    assert!(
+        first.starts_with("[filtered: kept 1 of ")
+            && first.contains(" sections most relevant to \"lighthouses\""),
+        "filter note first: {first}"
+    );
     assert!(lights.contains("lighthouses keep their lamps burning"));
     assert!(!lights.contains("glaciers carve valleys"), "{lights}");
 
@@ -262,7 +266,8 @@ async fn focus_filters_every_return_and_the_cache_keeps_the_whole_page() {
     let lines: Vec<&str> = ice.lines().collect();
     assert!(lines[0].starts_with("(cached "), "{ice}");
     assert!(
-        lines[1].contains("glaciers"),
+        lines[1].starts_with("[filtered: kept 1 of ")
+            && lines[1].contains(" sections most relevant to \"glaciers\""),
         "filter note under the cache note: {ice}"
     );
     assert!(ice.contains("glaciers carve valleys"));
@@ -271,8 +276,12 @@ async fn focus_filters_every_return_and_the_cache_keeps_the_whole_page() {
 
     // Without focus the page is cut to the budget from the top, with the filter's note.
     let top = ok(&h, "s", "r2", json!({"link": url})).await;
-    assert!(top.lines().nth(1).unwrap().len() > 10, "{top}");
-    assert!(top.len() <= 20_500, "{}", top.len());
+    let lines: Vec<&str> = top.lines().collect();
+    assert!(lines[0].starts_with("(cached "), "{top}");
+    assert!(lines[1].starts_with("[filtered: kept the first "), "{top}");
+    assert!(top.contains("## Section 0\n") && !top.contains("## Section 59\n"));
+    // The budget holds the filtered text; the cache note is one line above it.
+    assert!(top.len() <= 20_000 + lines[0].len() + 1, "{}", top.len());
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -928,5 +937,35 @@ async fn a_403_says_which_tool_can_send_credentials() {
             .unwrap()
             .starts_with("next: store_secret("),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_notes_above_a_full_page_still_fit_the_budget() {
+    let mut page = String::from("<html><head><title>Short notes</title></head><body><article>");
+    for i in 0..600 {
+        page.push_str(&format!(
+            "<h3>Note {i}</h3><p>A short remark, number {i}.</p>"
+        ));
+    }
+    page.push_str("</article></body></html>");
+    let server = TestServer::start(move |seen| match seen.path.as_str() {
+        "/old" => Reply::redirect(301, "/notes"),
+        _ => Reply::new(200, "text/html", page.clone()),
+    })
+    .await;
+    let h = harness(&server).await;
+    let args = json!({"link": server.url("/old")});
+    let fresh = ok(&h, "s", "r1", args.clone()).await;
+    let cached = ok(&h, "s2", "r1", args).await;
+    assert!(fresh.starts_with("(redirected to "), "{}", &fresh[..300]);
+    let (note, rest) = cached.split_once('\n').unwrap();
+    assert!(note.ends_with(CACHED_SHARED), "{}", &cached[..300]);
+    assert_eq!(rest, fresh);
+    assert!(cached.len() <= 20_000, "{}", cached.len());
+    assert!(
+        cached.len() > 19_000,
+        "the budget is used: {}",
+        cached.len()
     );
 }
