@@ -20,7 +20,7 @@ use crate::web::test_server::{Reply, TestServer};
 
 const TOOLS: &str = "fetch_page,restore_file";
 
-/// A harness whose fetch_page reaches `server`, over `store`, with `registry`.
+/// A harness over `registry` and `store`, sessions "s" and "s2" holding fetch_page and restore_file.
 async fn harness_with(
     registry: Registry,
     confirmer: Arc<dyn Confirmer>,
