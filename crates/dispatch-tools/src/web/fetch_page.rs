@@ -17,16 +17,16 @@ use reqwest::Method;
 use reqwest::cookie::{CookieStore, Jar};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, COOKIE, HeaderMap, HeaderValue, SET_COOKIE};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use url::Url;
 
 use super::client::{FetchError, Outgoing, WebClient, read_capped};
-use super::extract::{PageFormat, decode_html, extract};
-use super::filter::DeterministicFilter;
+use super::extract::{ExtractError, MAX_PARSE_BYTES, PageFormat, decode_html, extract};
+use super::filter::{DeterministicFilter, Filtered};
 use super::guard::NetPolicy;
 use crate::files::confine::Confinement;
-use crate::files::write::{Recorder, blocking, human_bytes, io_error, write_atomic};
+use crate::files::write::{Recorder, blocking, io_error, write_atomic};
 use crate::{parse_args, schema_of};
 
 /// Fetch one web page and return its readable content.
@@ -65,8 +65,9 @@ fn yes() -> bool {
     true
 }
 
-/// Most bytes of a page read; the rest is dropped with a note.
-const MAX_PAGE_BYTES: usize = 8 * 1024 * 1024;
+/// Most bytes of a page read; the rest is dropped with a note. No more than the extractor parses,
+/// so the page is cut once and the note says where.
+const MAX_PAGE_BYTES: usize = MAX_PARSE_BYTES;
 /// A 5xx answer is not asked again for this long, unless `force`.
 const SKIP_5XX: Duration = Duration::from_secs(12 * 60 * 60);
 /// A page with no readable text is not fetched again for this long, unless `force`.
@@ -76,6 +77,7 @@ const SKIP_4XX: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// Sessions whose cookies are kept in this process; the oldest jar goes beyond it.
 const MAX_JARS: usize = 256;
 
+/// The fetch_page tool: one HTTP client, and a cookie jar per session.
 pub struct FetchPage {
     spec: ToolSpec,
     client: Result<WebClient, String>,
@@ -83,6 +85,7 @@ pub struct FetchPage {
 }
 
 impl FetchPage {
+    /// A fetch_page that reaches what `policy` allows.
     pub fn new(policy: Arc<NetPolicy>) -> Self {
         FetchPage {
             spec: ToolSpec::new(
@@ -92,11 +95,21 @@ impl FetchPage {
             )
             .read_only()
             .concurrent()
-            .effect(Effect::Observes)
+            // save_to creates a file, and the engine reads the effect per tool, not per call: so
+            // every fetch counts as a change, or a read of that path from before the save
+            // ("no such file") would be replayed after it. Correct, if more than needed.
+            .effect(Effect::Mutates)
             .timeout(Duration::from_secs(90)),
             client: WebClient::new(policy),
             jars: Mutex::default(),
         }
+    }
+
+    /// The same tool with another time limit (tests: a slow server without a 90 s wait).
+    #[cfg(test)]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.spec = self.spec.timeout(timeout);
+        self
     }
 
     /// This session's cookie jar, made on first use.
@@ -129,52 +142,81 @@ impl Tool for FetchPage {
             .client
             .as_ref()
             .map_err(|e| ToolError::failed(e.clone()))?;
-        let url = Url::parse(args.link.trim()).map_err(|e| {
+        let mut url = Url::parse(args.link.trim()).map_err(|e| {
             ToolError::failed(format!(
                 "link {:?} is not a valid absolute URL ({e}); write it in full, e.g. https://example.com/page",
                 args.link
             ))
         })?;
+        // The fragment is never sent: page#a and page#b are one page, one entry.
+        url.set_fragment(None);
         let key = cache_key(&url, args.format, args.keep_links);
         let skip_key = format!("fetch_page-skip|{url}");
         let cache = cx.cache.clone();
+        let jar = args.same_session.then(|| self.jar(&cx.session_id));
+        let cookies = jar.as_deref().and_then(|j| j.cookies(&url));
+        // A page seen with this session's cookies may be personal (DESIGN §3.8: a request that
+        // carried credentials is never shared): its entries stay in the session.
+        let scope = if cookies.is_some() {
+            CacheScope::Session {
+                session: cx.session_id.to_string(),
+            }
+        } else {
+            CacheScope::Shared
+        };
 
         let mut page = None;
         if !args.force
             && let Some(cache) = &cache
         {
             // A cache that cannot be read is a miss: the fetch itself still works.
-            if let Ok(Some(hit)) = cache.cache_get(&CacheScope::Shared, &key).await {
-                page = Some((hit.note(), hit.value));
-            } else if let Ok(Some(skip)) = cache.cache_get(&CacheScope::Shared, &skip_key).await {
+            if let Ok(Some(hit)) = cache.cache_get(&scope, &key).await
+                && let Ok(cached) = serde_json::from_str::<Page>(&hit.value)
+            {
+                page = Some((hit.note(), cached));
+            } else if let Ok(Some(skip)) = cache.cache_get(&scope, &skip_key).await {
+                // A 4xx stays for good; a 5xx or an empty page says when it may be tried again.
+                let until = if skip.expires_in_ms < SKIP_EMPTY.as_millis() as u64 * 2 {
+                    format!(" for another {}", age(skip.expires_in_ms))
+                } else {
+                    String::new()
+                };
                 return Err(ToolError::failed(format!(
-                    "{url} blocked: {} {} ago; it is on the skip list, so it was not fetched again. Pass force=true to try anyway",
+                    "{url} blocked: {} {} ago; it is on the skip list{until}, so it was not fetched again. Pass force=true to try anyway",
                     skip.value,
                     age(skip.age_ms)
                 )));
             }
         }
-        let (note, text) = match page {
+        let (note, page) = match page {
             Some(cached) => cached,
             None => {
-                let jar = args.same_session.then(|| self.jar(&cx.session_id));
-                let fetched =
-                    fetch(client, &url, jar.as_deref(), args.format, args.keep_links).await;
+                let fetched = fetch(
+                    client,
+                    &url,
+                    jar.as_deref(),
+                    cookies,
+                    args.format,
+                    args.keep_links,
+                )
+                .await;
                 match fetched {
-                    Ok(text) => {
+                    Ok(page) => {
                         if let Some(cache) = &cache {
-                            // The unfiltered text, shared; a failed write costs a later fetch.
-                            let _ = cache
-                                .cache_put(&CacheScope::Shared, &key, &text, CACHE_TTL)
-                                .await;
+                            // The unfiltered page; a failed write costs a later fetch.
+                            if let Ok(value) = serde_json::to_string(&page) {
+                                let _ = cache.cache_put(&scope, &key, &value, CACHE_TTL).await;
+                            }
+                            if args.force {
+                                // It answered after all: a later call must not find it blocked.
+                                let _ = cache.cache_remove(&scope, &skip_key).await;
+                            }
                         }
-                        (String::new(), text)
+                        (String::new(), page)
                     }
                     Err(Failure { message, skip }) => {
                         if let (Some(cache), Some((why, ttl))) = (&cache, skip) {
-                            let _ = cache
-                                .cache_put(&CacheScope::Shared, &skip_key, &why, ttl)
-                                .await;
+                            let _ = cache.cache_put(&scope, &skip_key, &why, ttl).await;
                         }
                         return Err(ToolError::failed(message));
                     }
@@ -185,27 +227,48 @@ impl Tool for FetchPage {
         let mut paths = Vec::new();
         let mut saved = Vec::new();
         if args.save {
-            let path = save_private(&cx, &url, args.format, &text).await?;
+            let path = save_private(&cx, &url, args.format, &page.text).await?;
             saved.push(format!("saved to {}", path.display()));
         }
         if let Some(target) = &args.save_to {
-            let (path, shown) = save_to(&cx, target, &text).await?;
+            let (path, shown) = save_to(&cx, target, &page.text).await?;
             saved.push(format!("saved to {shown}"));
             paths.push(path);
         }
-        let filtered = DeterministicFilter.apply(&text, args.focus.as_deref(), cx.result_budget);
+        let saved = saved.join("; ");
+        // The lines above the text count against the result budget too, or the engine would
+        // cut the middle out of a page the filter had fitted. The cache note gets fixed room,
+        // so a cached return is the fresh one plus its note line, never cut differently.
+        let above = CACHE_NOTE_ROOM
+            + page.notes.iter().map(|n| n.len() + 1).sum::<usize>()
+            + if saved.is_empty() { 0 } else { saved.len() + 1 };
+        let budget = cx.result_budget.saturating_sub(above);
+        let filtered = if args.format == PageFormat::Outline {
+            fit_outline(&page.text, args.focus.as_deref(), budget)
+        } else {
+            DeterministicFilter.apply(&page.text, args.focus.as_deref(), budget)
+        };
         let mut out = String::new();
-        for line in [Some(note), filtered.note, Some(saved.join("; "))]
-            .into_iter()
-            .flatten()
-            .filter(|l| !l.is_empty())
-        {
+        // What the model must know about the page whatever the filter keeps: where the text came
+        // from (cache, redirect), what was cut, where it was saved.
+        let lines = std::iter::once(note)
+            .chain(page.notes)
+            .chain(filtered.note)
+            .chain(std::iter::once(saved));
+        for line in lines.filter(|l| !l.is_empty()) {
             out.push_str(&line);
             out.push('\n');
         }
         out.push_str(&filtered.text);
         Ok(ToolOutput::text(out).with_paths(paths))
     }
+}
+
+/// What the cache keeps: the unfiltered text and the remarks shown above it on every return.
+#[derive(Serialize, Deserialize)]
+struct Page {
+    notes: Vec<String>,
+    text: String,
 }
 
 /// Why a fetch failed, and whether the URL goes on the skip list (and for how long).
@@ -221,16 +284,26 @@ impl Failure {
             skip: None,
         }
     }
+
+    fn empty(url: &Url) -> Self {
+        Failure {
+            message: format!(
+                "{url} has no readable text (it may be empty or built by scripts, which do not run here); it is not fetched again for 72 hours unless force=true. Try another source for this information"
+            ),
+            skip: Some(("it had no readable text".to_string(), SKIP_EMPTY)),
+        }
+    }
 }
 
-/// Fetch and extract; the text returned is what the cache keeps.
+/// Fetch and extract; the page returned is what the cache keeps.
 async fn fetch(
     client: &WebClient,
     url: &Url,
     jar: Option<&Jar>,
+    cookies: Option<HeaderValue>,
     format: PageFormat,
     keep_links: bool,
-) -> Result<String, Failure> {
+) -> Result<Page, Failure> {
     let mut headers = HeaderMap::new();
     headers.insert(
         ACCEPT,
@@ -238,7 +311,7 @@ async fn fetch(
             "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8,*/*;q=0.5",
         ),
     );
-    if let Some(cookies) = jar.and_then(|j| j.cookies(url)) {
+    if let Some(cookies) = cookies {
         headers.insert(COOKIE, cookies);
     }
     let sent = client
@@ -261,14 +334,7 @@ async fn fetch(
         jar.set_cookies(&mut set, &final_url);
     }
     let status = response.status();
-    let content_type = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = read_capped(&mut response, MAX_PAGE_BYTES, |_| {})
-        .await
-        .map_err(Failure::plain)?;
+    // The verdicts that need no body come first: an error page or a PDF is not read at all.
     if !status.is_success() {
         let reason = status.canonical_reason().unwrap_or("");
         let (ttl, retry) = if status.is_client_error() {
@@ -276,58 +342,153 @@ async fn fetch(
         } else {
             (SKIP_5XX, "it is not fetched again for 12 hours")
         };
+        // The engine's next: line points to store_secret on a 401/403; fetch_page cannot send
+        // a secret, so the message says which tool can.
+        let then = if matches!(status.as_u16(), 401 | 403) {
+            "If the page needs a login or an API key, fetch_page cannot send one: store it with store_secret and call http_request with it in a header; otherwise look for another source"
+        } else {
+            "Look for another source, or use http_request to see the response itself"
+        };
         return Err(Failure {
             message: format!(
-                "{url} answered {} {reason}; {retry} unless force=true. Look for another source, or use http_request to see the response itself",
+                "{url} answered {} {reason}; {retry} unless force=true. {then}",
                 status.as_u16()
             ),
             skip: Some((format!("it answered {} {reason}", status.as_u16()), ttl)),
         });
     }
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let kind = content_type
         .as_deref()
         .and_then(|t| t.split(';').next())
         .map(|t| t.trim().to_ascii_lowercase())
         .unwrap_or_else(|| "text/html".to_string());
-    let cut = if body.truncated {
-        format!(
-            "\n\n[the page is longer than {}; only its start was read]",
-            human_bytes(MAX_PAGE_BYTES as u64)
-        )
-    } else {
-        String::new()
-    };
-    let text = if kind.contains("html") || kind.contains("xml") {
+    // XHTML and XML pages go through the HTML parser; an SVG is an image, not a page.
+    let is_html = kind.contains("html") || (kind.ends_with("xml") && !kind.starts_with("image/"));
+    if !(is_html || kind.starts_with("text/") || kind.ends_with("json")) {
+        return Err(Failure::plain(format!(
+            "{url} is {kind}, not a web page; use download_file to save it, or http_request to look at it"
+        )));
+    }
+    let body = read_capped(&mut response, MAX_PAGE_BYTES, |_| {})
+        .await
+        .map_err(Failure::plain)?;
+    let mut notes = Vec::new();
+    if final_url != *url {
+        notes.push(format!("(redirected to {final_url})"));
+    }
+    if body.truncated {
+        notes.push(format!(
+            "Note: the page is longer than {0} MiB; only its first {0} MiB were read.",
+            MAX_PAGE_BYTES / (1024 * 1024)
+        ));
+    }
+    let text = if is_html {
         let html = decode_html(&body.bytes, content_type.as_deref());
-        let page = extract(&html, final_url.as_str(), format, keep_links)
-            .map_err(|e| Failure::plain(e.to_string()))?;
+        let page = extract(&html, final_url.as_str(), format, keep_links).map_err(|e| match e {
+            ExtractError::NoText { .. } => Failure::empty(url),
+            other => Failure::plain(other.to_string()),
+        })?;
         match (page.title, format) {
             (Some(title), PageFormat::Markdown) if !title.trim().is_empty() => {
                 format!("# {}\n\n{}", title.trim(), page.text)
             }
             (_, _) => page.text,
         }
-    } else if kind.starts_with("text/") || kind.ends_with("json") {
-        decode_html(&body.bytes, content_type.as_deref())
     } else {
-        return Err(Failure::plain(format!(
-            "{url} is {kind}, not a web page; use download_file to save it, or http_request to look at it"
-        )));
+        decode_html(&body.bytes, content_type.as_deref())
     };
     if text.trim().is_empty() {
-        return Err(Failure {
-            message: format!(
-                "{url} has no readable text (it may be built by scripts, which do not run here); it is not fetched again for 72 hours unless force=true"
-            ),
-            skip: Some(("it had no readable text".to_string(), SKIP_EMPTY)),
-        });
+        return Err(Failure::empty(url));
     }
-    let moved = if final_url != *url {
-        format!("(redirected to {final_url})\n")
-    } else {
-        String::new()
+    Ok(Page { notes, text })
+}
+
+/// Room kept above a page for the cache note: "(cached 59 min ago, shared across sessions; …)".
+const CACHE_NOTE_ROOM: usize = 100;
+/// Room kept for the line that says what an outline lost.
+const OUTLINE_NOTE_ROOM: usize = 300;
+
+/// The outline within `budget`, still valid JSON: the section filter would cut it mid-value.
+/// With a focus, the headings and links that mention it are kept first; then the last links go,
+/// then the last headings, each list counting what it lost in `*_omitted`.
+fn fit_outline(text: &str, focus: Option<&str>, budget: usize) -> Filtered {
+    let whole = Filtered {
+        text: text.to_string(),
+        note: None,
     };
-    Ok(format!("{moved}{text}{cut}"))
+    if text.len() <= budget {
+        return whole;
+    }
+    let Ok(mut outline) = serde_json::from_str::<Value>(text) else {
+        return DeterministicFilter.apply(text, focus, budget);
+    };
+    let terms: Vec<String> = focus
+        .unwrap_or("")
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 2)
+        .map(str::to_lowercase)
+        .collect();
+    let mentions = |item: &Value| {
+        let text = item.to_string().to_lowercase();
+        terms.iter().any(|t| text.contains(t.as_str()))
+    };
+    let lists = ["headings", "links"];
+    let totals = lists.map(|name| list_len(&outline, name));
+    let focused = lists.iter().any(|name| {
+        outline[*name]
+            .as_array()
+            .is_some_and(|l| l.iter().any(mentions))
+    });
+    if focused {
+        for name in lists {
+            if let Some(list) = outline[name].as_array_mut() {
+                list.retain(mentions);
+            }
+        }
+    }
+    let room = budget.saturating_sub(OUTLINE_NOTE_ROOM);
+    let mut size = outline.to_string().len();
+    // Links go first, from the end (the page's order is kept), then headings.
+    for name in ["links", "headings"] {
+        while size > room {
+            let Some(item) = outline[name].as_array_mut().and_then(Vec::pop) else {
+                break;
+            };
+            size = size.saturating_sub(item.to_string().len() + 1);
+        }
+    }
+    let kept = lists.map(|name| list_len(&outline, name));
+    for (i, name) in lists.iter().enumerate() {
+        let lost = totals[i] - kept[i];
+        if lost > 0 {
+            let before = outline[format!("{name}_omitted")].as_u64().unwrap_or(0);
+            outline[format!("{name}_omitted")] = json!(before + lost as u64);
+        }
+    }
+    let (about, next) = match (focused, focus) {
+        (true, Some(f)) => (
+            format!(" (those about {:?} first)", f.trim()),
+            "call again with another focus",
+        ),
+        _ => (String::new(), "give a focus to keep the ones about it"),
+    };
+    let line = format!(
+        "[outline cut to fit: kept {} of {} headings and {} of {} links{about}; {next}, or use type \"markdown\" for the text]",
+        kept[0], totals[0], kept[1], totals[1]
+    );
+    Filtered {
+        text: format!("{line}\n\n{outline}"),
+        note: None,
+    }
+}
+
+fn list_len(outline: &Value, name: &str) -> usize {
+    outline[name].as_array().map_or(0, Vec::len)
 }
 
 /// The canonical request (DESIGN §3.8): the URL and the options that change the text.
@@ -391,9 +552,7 @@ async fn save_to(
     let path = confine.resolve(target)?;
     let shown = confine.display(&path).into_owned();
     if std::fs::symlink_metadata(&path).is_ok() {
-        return Err(ToolError::failed(format!(
-            "save_to {shown} already exists; fetch_page only creates new files. Choose another path, or write over it with edit_file"
-        )));
+        return Err(exists(&shown));
     }
     let version = recorder
         .record(&path, &shown, FileAction::Create, None, None)
@@ -404,8 +563,42 @@ async fn save_to(
             std::fs::create_dir_all(dir)
                 .map_err(|e| io_error("create the directories for", &shown_owned, &e))?;
         }
-        write_atomic(&file, &bytes, None).map_err(|e| io_error("write", &shown_owned, &e))
+        create_new(&file, &bytes).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => exists(&shown_owned),
+            _ => io_error("write", &shown_owned, &e),
+        })
     })
     .await?;
-    Ok((path, format!("{shown} (new file; version {version})")))
+    Ok((
+        path,
+        format!(
+            "{shown} (a new file; version {version} records that it did not exist; undo with restore_file(version={version}))"
+        ),
+    ))
 }
+
+fn exists(shown: &str) -> ToolError {
+    ToolError::failed(format!(
+        "save_to {shown} already exists; fetch_page only creates new files. Choose another path, or write over it with edit_file"
+    ))
+}
+
+/// Write `bytes` as a file that must not exist yet: a file made between the check and the
+/// write (or a symlink planted there) makes it fail instead of being replaced.
+fn create_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if written.is_err() {
+        // A half-written page is worse than none; the error says what happened.
+        let _ = std::fs::remove_file(path);
+    }
+    written
+}
+
+#[cfg(test)]
+#[path = "fetch_page_tests.rs"]
+mod tests;
