@@ -246,6 +246,9 @@ impl GatePolicy {
                 let cwd = args.get("cwd").and_then(Value::as_str);
                 !sets_env && is_read_only_command(&argv, network, cwd, &self.read_only_commands)
             }
+            Gate::AskWith(keys) => keys
+                .iter()
+                .all(|key| matches!(args.get(*key), None | Some(Value::Null))),
             Gate::Ask | Gate::Destructive => false,
         };
         if allowed_by_kind || mode.is_some_and(|m| reading_mode(spec, m)) {

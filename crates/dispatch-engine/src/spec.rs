@@ -61,6 +61,9 @@ pub enum Gate {
     Destructive,
     /// Talks to the user itself; its own prompt is the confirmation (ask_user, store_secret).
     Interactive,
+    /// Never asks, unless one of these arguments is given (fetch_page's `save_to` writes a
+    /// file in the work directory).
+    AskWith(&'static [&'static str]),
 }
 
 /// Whether and where the 30-minute result cache keeps this tool's results.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use dispatch_store::{CACHE_TTL, CacheScope, FileAction};
 use reqwest::Method;
 use reqwest::cookie::{CookieStore, Jar};
@@ -93,12 +93,12 @@ impl FetchPage {
                 "Read one web page: its main content as Markdown (default), cleaned HTML, or a JSON outline of headings and links. Give `focus` to keep the parts of a long page about it. Pages are cached for 30 minutes and shared across sessions; force=true fetches again. Scripts do not run: a page built by JavaScript returns what the server sends.",
                 schema_of::<FetchPageArgs>(),
             )
-            .read_only()
+            // Reading a page asks nothing; writing it into the work directory asks like any
+            // other file change.
+            .gate(Gate::AskWith(&["save_to"]))
             .concurrent()
-            // save_to creates a file, and the engine reads the effect per tool, not per call: so
-            // every fetch counts as a change, or a read of that path from before the save
-            // ("no such file") would be replayed after it. Correct, if more than needed.
-            .effect(Effect::Mutates)
+            // Per call (`effect` below): a fetch observes, a save_to also creates a file.
+            .effect(Effect::Observes)
             .timeout(Duration::from_secs(90)),
             client: WebClient::new(policy),
             jars: Mutex::default(),
@@ -134,6 +134,15 @@ impl FetchPage {
 impl Tool for FetchPage {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// A save_to creates a file: a read of that path from before the save ("no such file")
+    /// must not be replayed after it.
+    fn effect(&self, args: &Value) -> Effect {
+        match args.get("save_to") {
+            None | Some(Value::Null) => Effect::Observes,
+            Some(_) => Effect::Mutates,
+        }
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
@@ -337,7 +346,8 @@ async fn fetch(
     // The verdicts that need no body come first: an error page or a PDF is not read at all.
     if !status.is_success() {
         let reason = status.canonical_reason().unwrap_or("");
-        let (ttl, retry) = if status.is_client_error() {
+        // 408 and 429 say "not now", not "never": they wait like a server error.
+        let (ttl, retry) = if status.is_client_error() && !matches!(status.as_u16(), 408 | 429) {
             (SKIP_4XX, "it is not fetched again")
         } else {
             (SKIP_5XX, "it is not fetched again for 12 hours")

@@ -797,7 +797,12 @@ async fn a_bad_link_is_explained() {
 #[tokio::test]
 async fn a_read_of_the_save_to_path_is_not_answered_from_before_the_save() {
     let (server, _) = counting_server().await;
-    let h = harness(&server).await;
+    let h = harness_with(
+        web_registry(&[server.host_port()]),
+        Arc::new(ApproveAll),
+        dispatch_store::open("memory:").unwrap(),
+    )
+    .await;
     h.select("s", "read_files").await;
     let read = |run: &'static str| {
         let h = &h;
@@ -968,4 +973,30 @@ async fn the_notes_above_a_full_page_still_fit_the_budget() {
         "the budget is used: {}",
         cached.len()
     );
+}
+
+#[tokio::test]
+async fn reading_never_asks_and_saving_into_the_work_directory_does() {
+    let (server, _) = counting_server().await;
+    let h = harness(&server).await;
+    let url = server.url("/p");
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![
+                run_tool("read", "fetch_page", json!({"link": url})),
+                run_tool("private", "fetch_page", json!({"link": url, "save": true})),
+                run_tool(
+                    "write",
+                    "fetch_page",
+                    json!({"link": url, "save_to": "page.md"}),
+                ),
+            ],
+        )
+        .await;
+    let statuses: Vec<Status> = out.results.iter().map(|r| r.status).collect();
+    // Headless: the save into the work directory is declined, and nothing was written there.
+    assert_eq!(statuses, vec![Status::Ok, Status::Ok, Status::Declined]);
+    assert!(!h.root().join("page.md").exists());
 }
