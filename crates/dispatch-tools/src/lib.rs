@@ -45,11 +45,23 @@ pub const SEED_CONCURRENT: [&str; 21] = [
 ];
 
 /// Settings of the built-in tools that come from the user (the config file), not the model.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone)]
 pub struct ToolsConfig {
     pub search: web::SearchConfig,
     /// What the web tools may reach beyond public hosts (`net.allow_hosts`).
     pub net: std::sync::Arc<web::NetPolicy>,
+    /// The filter fetch_page and search_web results pass through on every return.
+    pub filter: std::sync::Arc<dyn web::filter::ResultFilter>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            search: web::SearchConfig::default(),
+            net: std::sync::Arc::default(),
+            filter: std::sync::Arc::new(web::filter::DeterministicFilter),
+        }
+    }
 }
 
 /// A registry with the system tools and every built-in tool, with default settings.
@@ -82,13 +94,15 @@ pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryE
     registry.register(std::sync::Arc::new(web::HttpRequest::new(
         config.net.clone(),
     )))?;
-    registry.register(std::sync::Arc::new(web::FetchPage::new(config.net.clone())))?;
+    registry.register(std::sync::Arc::new(
+        web::FetchPage::new(config.net.clone()).with_filter(config.filter.clone()),
+    ))?;
     registry.register(std::sync::Arc::new(web::DownloadFile::new(
         config.net.clone(),
     )))?;
-    registry.register(std::sync::Arc::new(web::SearchWeb::new(
-        config.search.clone(),
-    )))?;
+    registry.register(std::sync::Arc::new(
+        web::SearchWeb::new(config.search.clone()).with_filter(config.filter.clone()),
+    ))?;
     registry.register(std::sync::Arc::new(web::PublicApiList::new()))?;
     Ok(registry)
 }

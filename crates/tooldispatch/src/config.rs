@@ -19,6 +19,11 @@
 //!
 //! [net]
 //! allow_hosts = ["intranet.example", "127.0.0.1:8080"]   # private hosts the web tools may reach
+//!
+//! [filter]                                           # optional: a model trims fetched pages
+//! base_url = "http://127.0.0.1:8080/v1"              # any OpenAI-compatible API
+//! model = "qwen2.5-7b-instruct"
+//! api_key_env = "FILTER_API_KEY"                     # the variable holding its key, if any
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -40,6 +45,20 @@ pub struct Config {
     pub search: Search,
     #[serde(default)]
     pub net: Net,
+    /// A model-backed result filter; without it the built-in one runs.
+    pub filter: Option<Filter>,
+}
+
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Filter {
+    /// The API root of an OpenAI-compatible server (`/chat/completions` is appended).
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable that holds the API key, when the server needs one.
+    pub api_key_env: Option<String>,
+    /// The deadline of one filtering request (default 20 s); the built-in filter runs after it.
+    pub timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -128,7 +147,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n",
+            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n",
         )
         .unwrap();
         assert_eq!(
@@ -146,6 +165,12 @@ mod tests {
                 net: Net {
                     allow_hosts: vec!["intranet.example".into(), "127.0.0.1:8080".into()],
                 },
+                filter: Some(Filter {
+                    base_url: "http://127.0.0.1:9/v1".into(),
+                    model: "m".into(),
+                    api_key_env: None,
+                    timeout_secs: Some(5),
+                }),
             }
         );
         assert_eq!(Config::parse("").unwrap(), Config::default());

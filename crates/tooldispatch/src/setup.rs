@@ -81,6 +81,21 @@ fn tools_config(config: &Config) -> Result<dispatch_tools::ToolsConfig, CliError
         ))
     })?;
     tools.net = Arc::new(policy);
+    if let Some(filter) = &config.filter {
+        use dispatch_tools::web::filter::{ModelFilter, ModelFilterConfig};
+        let mut model = ModelFilterConfig::new(filter.base_url.clone(), filter.model.clone());
+        model.api_key = filter
+            .api_key_env
+            .as_deref()
+            .and_then(|name| std::env::var(name).ok());
+        if let Some(secs) = filter.timeout_secs {
+            model.timeout = std::time::Duration::from_secs(secs);
+        }
+        let model = ModelFilter::new(model).map_err(|e| {
+            CliError::failed(format!("the [filter] model filter cannot start: {e}"))
+        })?;
+        tools.filter = Arc::new(model);
+    }
     Ok(tools)
 }
 

@@ -23,7 +23,7 @@ use url::Url;
 
 use super::client::{FetchError, Outgoing, WebClient, read_capped};
 use super::extract::{ExtractError, MAX_PARSE_BYTES, PageFormat, decode_html, extract};
-use super::filter::{DeterministicFilter, Filtered};
+use super::filter::{DeterministicFilter, Filtered, ResultFilter};
 use super::guard::NetPolicy;
 use crate::files::confine::Confinement;
 use crate::files::write::{Recorder, blocking, io_error, write_atomic};
@@ -82,6 +82,8 @@ pub struct FetchPage {
     spec: ToolSpec,
     client: Result<WebClient, String>,
     jars: Mutex<Vec<(String, Arc<Jar>)>>,
+    /// The result filter run on every return (the built-in one unless configured).
+    filter: Arc<dyn ResultFilter>,
 }
 
 impl FetchPage {
@@ -102,7 +104,14 @@ impl FetchPage {
             .timeout(Duration::from_secs(90)),
             client: WebClient::new(policy),
             jars: Mutex::default(),
+            filter: Arc::new(DeterministicFilter),
         }
+    }
+
+    /// The same tool with another result filter (a model-backed one from the config).
+    pub fn with_filter(mut self, filter: Arc<dyn ResultFilter>) -> Self {
+        self.filter = filter;
+        self
     }
 
     /// The same tool with another time limit (tests: a slow server without a 90 s wait).
@@ -159,6 +168,14 @@ impl Tool for FetchPage {
         })?;
         // The fragment is never sent: page#a and page#b are one page, one entry.
         url.set_fragment(None);
+        // Before the cache: a page another process fetched while the host was allow-listed is
+        // not served where the guard refuses it (an IP-literal host; a name is checked when
+        // it is resolved).
+        client
+            .policy()
+            .check_url(&url)
+            .await
+            .map_err(|r| ToolError::failed(r.message))?;
         let key = cache_key(&url, args.format, args.keep_links);
         let skip_key = format!("fetch_page-skip|{url}");
         let cache = cx.cache.clone();
@@ -255,7 +272,9 @@ impl Tool for FetchPage {
         let filtered = if args.format == PageFormat::Outline {
             fit_outline(&page.text, args.focus.as_deref(), budget)
         } else {
-            DeterministicFilter.apply(&page.text, args.focus.as_deref(), budget)
+            self.filter
+                .filter(&page.text, args.focus.as_deref(), budget)
+                .await
         };
         let mut out = String::new();
         // What the model must know about the page whatever the filter keeps: where the text came

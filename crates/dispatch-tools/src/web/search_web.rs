@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::filter::DeterministicFilter;
+use super::filter::{DeterministicFilter, ResultFilter};
 use super::search::{
     BRAVE_DEFAULT_URL, BackendKind, Brave, SearchBackend, SearchConfig, SearchError, SearchHit,
     SearchQuery, Searxng, Source, TAVILY_DEFAULT_URL, Tavily, TimeRange,
@@ -74,6 +74,8 @@ pub struct SearchWeb {
     min_gap: Duration,
     /// Why no HTTP client could be built, told on every call instead of panicking at start-up.
     client_error: Option<String>,
+    /// The result filter run on every return (the built-in one unless configured).
+    filter: Arc<dyn ResultFilter>,
 }
 
 impl SearchWeb {
@@ -139,6 +141,7 @@ impl SearchWeb {
                 .collect(),
             min_gap,
             client_error: None,
+            filter: Arc::new(DeterministicFilter),
         }
     }
 
@@ -216,11 +219,17 @@ impl SearchWeb {
         })
     }
 
+    /// The same tool with another result filter (a model-backed one from the config).
+    pub fn with_filter(mut self, filter: Arc<dyn ResultFilter>) -> Self {
+        self.filter = filter;
+        self
+    }
+
     /// The one place the returned text is made from a search's outcome: the result filter
     /// stage (DESIGN §3.7), over cached and fresh text alike, keeps what is relevant to the
     /// query within the result budget.
-    fn present(&self, text: String, args: &SearchWebArgs, budget: usize) -> String {
-        let filtered = DeterministicFilter.apply(&text, Some(&args.query), budget);
+    async fn present(&self, text: String, args: &SearchWebArgs, budget: usize) -> String {
+        let filtered = self.filter.filter(&text, Some(&args.query), budget).await;
         match filtered.note {
             Some(note) => format!("{note}\n{}", filtered.text),
             None => filtered.text,
@@ -317,11 +326,9 @@ impl Tool for SearchWeb {
             && let Ok(found) = serde_json::from_str::<CachedSearch>(&hit.value)
         {
             let text = format!("{}\n{}", hit.note(), render(&args, &query, &found));
-            return Ok(ToolOutput::text(self.present(
-                text,
-                &args,
-                cx.result_budget,
-            )));
+            return Ok(ToolOutput::text(
+                self.present(text, &args, cx.result_budget).await,
+            ));
         }
         let backend = self.pick(cx.secrets.as_ref()).await?;
         let request = SearchQuery {
@@ -349,7 +356,7 @@ impl Tool for SearchWeb {
         let text = render(&args, &query, &found);
         Ok(ToolOutput {
             cache_put,
-            ..ToolOutput::text(self.present(text, &args, cx.result_budget))
+            ..ToolOutput::text(self.present(text, &args, cx.result_budget).await)
         })
     }
 }

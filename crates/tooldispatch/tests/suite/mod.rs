@@ -7,3 +7,4 @@ mod interactive;
 mod replay;
 mod store;
 pub mod support;
+mod web;
