@@ -12,7 +12,9 @@ use serde_json::Value;
 
 mod anthropic;
 mod claude_code;
+mod gemini;
 mod openai;
+mod openai_responses;
 
 /// The model API a round comes from and goes back to. Adding one: a file implementing
 /// [`WireFormat`], its `mod` line, a variant, and an arm in `as_str` and `format`.
@@ -24,11 +26,21 @@ pub enum Provider {
     Anthropic,
     /// The claude-code text protocol (`claude_code.rs`).
     ClaudeCode,
+    /// OpenAI Responses (`openai_responses.rs`).
+    OpenAiResponses,
+    /// Gemini generateContent (`gemini.rs`).
+    Gemini,
 }
 
 impl Provider {
     /// Every provider, in the order the CLI lists them.
-    pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::Anthropic, Provider::ClaudeCode];
+    pub const ALL: [Provider; 5] = [
+        Provider::OpenAi,
+        Provider::Anthropic,
+        Provider::ClaudeCode,
+        Provider::OpenAiResponses,
+        Provider::Gemini,
+    ];
 
     /// The name the CLI, the HTTP API and error messages use.
     pub fn as_str(self) -> &'static str {
@@ -36,6 +48,8 @@ impl Provider {
             Provider::OpenAi => "openai",
             Provider::Anthropic => "anthropic",
             Provider::ClaudeCode => "claude-code",
+            Provider::OpenAiResponses => "openai-responses",
+            Provider::Gemini => "gemini",
         }
     }
 
@@ -45,6 +59,8 @@ impl Provider {
             Provider::OpenAi => &openai::ChatCompletions,
             Provider::Anthropic => &anthropic::Messages,
             Provider::ClaudeCode => &claude_code::TextProtocol,
+            Provider::OpenAiResponses => &openai_responses::Responses,
+            Provider::Gemini => &gemini::GenerateContent,
         }
     }
 }
@@ -206,7 +222,16 @@ mod tests {
     #[test]
     fn provider_names_round_trip_through_from_str_and_display() {
         let names: Vec<String> = Provider::ALL.iter().map(|p| p.to_string()).collect();
-        assert_eq!(names, ["openai", "anthropic", "claude-code"]);
+        assert_eq!(
+            names,
+            [
+                "openai",
+                "anthropic",
+                "claude-code",
+                "openai-responses",
+                "gemini"
+            ]
+        );
         for provider in Provider::ALL {
             assert_eq!(provider.as_str().parse::<Provider>(), Ok(provider));
         }
@@ -217,13 +242,13 @@ mod tests {
         assert_eq!(
             "gpt".parse::<Provider>(),
             Err(WireError(
-                r#"unknown provider "gpt"; use one of: openai, anthropic, claude-code"#.to_owned()
+                r#"unknown provider "gpt"; use one of: openai, anthropic, claude-code, openai-responses, gemini"#.to_owned()
             ))
         );
         assert_eq!(
             "OpenAI".parse::<Provider>().map_err(|e| e.to_string()),
             Err(
-                r#"unknown provider "OpenAI"; use one of: openai, anthropic, claude-code"#
+                r#"unknown provider "OpenAI"; use one of: openai, anthropic, claude-code, openai-responses, gemini"#
                     .to_owned()
             )
         );
@@ -247,6 +272,8 @@ mod tests {
                 json!([{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}]),
                 json!([{"name": "t", "description": "d", "input_schema": {"type": "object"}}]),
                 json!([{"name": "t", "description": "d", "parameters": {"type": "object"}}]),
+                json!([{"type": "function", "name": "t", "description": "d", "parameters": {"type": "object"}, "strict": false}]),
+                json!([{"functionDeclarations": [{"name": "t", "description": "d"}]}]),
             ]
         );
     }
