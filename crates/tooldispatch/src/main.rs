@@ -48,7 +48,8 @@ enum Command {
 /// Options every dispatching command shares.
 #[derive(Args, Clone)]
 struct Common {
-    /// The model API the reply comes from: openai, anthropic or claude-code.
+    /// The model API the reply comes from: openai, anthropic, claude-code, openai-responses or
+    /// gemini.
     #[arg(long, default_value = "openai", value_parser = parse_provider)]
     provider: Provider,
     /// The work directory tools are confined to (default: the current directory).

@@ -287,7 +287,7 @@ fn an_unknown_provider_exits_2_naming_the_provider() {
         (
             Some(2),
             String::new(),
-            "tooldispatch: invalid value 'nope' for '--provider <PROVIDER>': unknown provider \"nope\"; use one of: openai, anthropic, claude-code (see tooldispatch --help)"
+            "tooldispatch: invalid value 'nope' for '--provider <PROVIDER>': unknown provider \"nope\"; use one of: openai, anthropic, claude-code, openai-responses, gemini (see tooldispatch --help)"
         )
     );
 }
