@@ -25,6 +25,8 @@ async fn core_tools_as_each_provider_receives_them() {
         (Provider::OpenAi, "openai"),
         (Provider::Anthropic, "anthropic"),
         (Provider::ClaudeCode, "claude_code"),
+        (Provider::OpenAiResponses, "openai_responses"),
+        (Provider::Gemini, "gemini"),
     ] {
         let tools = tools_array(&h, provider).await;
         insta::assert_json_snapshot!(format!("core_tools_{name}"), tools);
@@ -55,7 +57,7 @@ async fn deferral_keeps_the_tools_array_a_fraction_of_every_full_schema() {
     };
     let h = Harness::new();
     let mut rows = Vec::new();
-    for provider in [Provider::OpenAi, Provider::Anthropic, Provider::ClaudeCode] {
+    for provider in Provider::ALL {
         let sent = tokens(&tools_array(&h, provider).await);
         let full = tokens(&every_full_schema(provider));
         rows.push(format!(

@@ -266,8 +266,8 @@ fn declaration(tool: &ToolDecl<'_>) -> Value {
 }
 
 /// The schema in Gemini's OpenAPI subset: rejected keywords are dropped at every level, `format`
-/// is kept only for `enum` and `date-time`, and a `["T", "null"]` type becomes `T` with
-/// `nullable: true` (with `null` removed from its `enum`).
+/// is kept only for `enum` and `date-time`, an empty `properties` is dropped, and a
+/// `["T", "null"]` type becomes `T` with `nullable: true` (with `null` removed from its `enum`).
 fn gemini_schema(schema: &Value) -> Value {
     match schema {
         Value::Object(map) => Value::Object(gemini_schema_object(map)),
@@ -306,6 +306,8 @@ fn gemini_schema_object(map: &Map<String, Value>) -> Map<String, Value> {
             }
             // Literal values, not schemas.
             ("const" | "required", _) => value.clone(),
+            // Gemini rejects an empty `properties`; without it an object takes any keys.
+            ("properties", Value::Object(names)) if names.is_empty() => continue,
             (k, Value::Object(names)) if SCHEMA_MAPS.contains(&k) => Value::Object(
                 names
                     .iter()
@@ -663,6 +665,7 @@ mod tests {
                     "required": ["path"],
                 }},
                 "either": {"anyOf": [{"type": "string", "format": "email"}, {"type": "integer", "default": 3}]},
+                "extra": {"type": "object", "properties": {}, "additionalProperties": true},
             },
             "required": ["format"],
         });
@@ -696,6 +699,7 @@ mod tests {
                             "required": ["path"],
                         }},
                         "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                        "extra": {"type": "object"},
                     },
                     "required": ["format"],
                 }},
