@@ -162,6 +162,10 @@ impl RoundRequest {
 pub struct SlotResult {
     pub tool_call_id: String,
     pub name: String,
+    /// The name as the model called it (`run_tool` for a wrapped call): formats that match a
+    /// result to its call by name (Gemini) answer with this one.
+    #[serde(skip)]
+    pub called_as: String,
     pub status: Status,
     /// The model should read the content as a failure (a deduplicated failure is one too).
     pub is_error: bool,
@@ -198,7 +202,7 @@ impl RoundOutcome {
             .filter(|r| r.status != Status::Client)
             .map(|r| WireResult {
                 tool_call_id: &r.tool_call_id,
-                name: &r.name,
+                name: &r.called_as,
                 content: &r.content,
                 is_error: r.is_error,
                 images: &r.images,

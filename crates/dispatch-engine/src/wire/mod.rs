@@ -104,7 +104,8 @@ pub struct RawCall {
 pub struct WireResult<'a> {
     /// The id of the call this result answers.
     pub tool_call_id: &'a str,
-    /// The tool name, for formats that label results by name.
+    /// The tool name as the model called it (`run_tool` for a wrapped call), for formats that
+    /// match results to calls by name.
     pub name: &'a str,
     /// The result text the model reads.
     pub content: &'a str,

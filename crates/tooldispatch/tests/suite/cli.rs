@@ -611,3 +611,38 @@ fn without_store_the_default_store_lives_under_xdg_data_home() {
         td.data_dir().display()
     );
 }
+
+#[test]
+fn gemini_results_answer_the_name_gemini_called() {
+    let td = Td::new();
+    let gemini = ["--provider", "gemini"];
+    let call = |name: &str, args: Value| {
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": name, "args": args}}
+        ]}}]})
+        .to_string()
+    };
+    td.round(
+        "s",
+        "m",
+        &gemini,
+        &call("find_tools", json!({"query": "select:calculate"})),
+    );
+    let out = td.round(
+        "s",
+        "r",
+        &gemini,
+        &call(
+            "run_tool",
+            json!({"name": "calculate", "args": {"expressions": ["6*7"]}}),
+        ),
+    );
+    // Gemini matches an id-less response to its call by name: the name it called is run_tool.
+    assert_eq!(
+        out,
+        json!([{"role": "user", "parts": [{"functionResponse": {
+            "name": "run_tool",
+            "response": {"output": "[calculate] {\"6*7\":\"42\"}"}
+        }}]}])
+    );
+}
