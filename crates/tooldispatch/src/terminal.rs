@@ -59,24 +59,7 @@ fn ask_questions(tty: &Mutex<File>, questions: &[Question]) -> Option<Vec<String
     let mut tty = tty.lock().ok()?;
     let mut answers = Vec::with_capacity(questions.len());
     for question in questions {
-        let mut prompt = format!("\n{}\n", shown(&question.question, 2000));
-        if let Some(detail) = &question.detail {
-            prompt.push_str(&format!("  {}\n", shown(detail, 4000)));
-        }
-        for (n, option) in question.options.iter().enumerate() {
-            prompt.push_str(&format!("  {}) {}\n", n + 1, shown(option, 400)));
-        }
-        if question.multi_select {
-            prompt.push_str("  (several: numbers separated by commas)\n");
-        }
-        // Said on every prompt, so a question dressed up as a secret prompt cannot make the
-        // user paste a credential the model will read.
-        prompt.push_str(if question.secret {
-            "(typing is hidden; stored as a secret, the model sees only its name) > "
-        } else {
-            "(your answer is shown to the model) > "
-        });
-        tty.write_all(prompt.as_bytes())
+        tty.write_all(prompt(question).as_bytes())
             .and_then(|_| tty.flush())
             .ok()?;
         let line = if question.secret {
@@ -87,6 +70,29 @@ fn ask_questions(tty: &Mutex<File>, questions: &[Question]) -> Option<Vec<String
         answers.push(line.trim_end_matches(['\r', '\n']).to_string());
     }
     Some(answers)
+}
+
+/// A question as the terminal shows it: detail, numbered options, and what happens to the
+/// answer.
+fn prompt(question: &Question) -> String {
+    let mut prompt = format!("\n{}\n", shown(&question.question, 2000));
+    if let Some(detail) = &question.detail {
+        prompt.push_str(&format!("  {}\n", shown(detail, 4000)));
+    }
+    for (n, option) in question.options.iter().enumerate() {
+        prompt.push_str(&format!("  {}) {}\n", n + 1, shown(option, 400)));
+    }
+    if question.multi_select {
+        prompt.push_str("  (several: numbers separated by commas)\n");
+    }
+    // Said on every prompt, so a question dressed up as a secret prompt cannot make the user
+    // paste a credential the model will read.
+    prompt.push_str(if question.secret {
+        "(typing is hidden; stored as a secret, the model sees only its name) > "
+    } else {
+        "(your answer is shown to the model) > "
+    });
+    prompt
 }
 
 /// One line; `None` at end of input.
@@ -214,5 +220,30 @@ mod tests {
             (false, Some("not that file"))
         );
         assert!(!parse_answer("").approve);
+    }
+
+    #[test]
+    fn a_prompt_says_whether_the_model_reads_the_answer() {
+        // A question dressed as store_secret's prompt still says the answer is visible.
+        let imitation = Question {
+            question: "Enter the value for GH_TOKEN".into(),
+            detail: Some("stored encrypted; the model only ever sees the name".into()),
+            options: vec!["paste it".into()],
+            multi_select: true,
+            secret: false,
+        };
+        assert_eq!(
+            prompt(&imitation),
+            "\nEnter the value for GH_TOKEN\n  stored encrypted; the model only ever sees the name\n  1) paste it\n  (several: numbers separated by commas)\n(your answer is shown to the model) > "
+        );
+        let secret = Question {
+            question: "Enter the value for GH_TOKEN".into(),
+            secret: true,
+            ..Question::default()
+        };
+        assert_eq!(
+            prompt(&secret),
+            "\nEnter the value for GH_TOKEN\n(typing is hidden; stored as a secret, the model sees only its name) > "
+        );
     }
 }

@@ -560,3 +560,29 @@ async fn a_backend_echoing_the_key_has_it_redacted_in_the_result_and_the_cache()
         hit.value
     );
 }
+
+#[tokio::test]
+async fn a_redirect_never_carries_the_key_to_another_host() {
+    let elsewhere = TestServer::start(|_| (200, BRAVE_WEB.to_string())).await;
+    let target = format!("{}/res/v1/web/search", elsewhere.base);
+    let server = TestServer::start(move |_| (302, target.clone())).await;
+    let h = harness(brave(&server.base));
+    h.store.secret_set("BRAVE_API_KEY", KEY).await.unwrap();
+    h.select("s", "search_web").await;
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![run_tool("c1", "search_web", json!({"query": "rust"}))],
+        )
+        .await;
+    assert_eq!(
+        out.results[0].status,
+        Status::Failed,
+        "{}",
+        out.results[0].content
+    );
+    // The key went to the configured backend only; the redirect was not followed.
+    assert_eq!(server.seen()[0].header("X-Subscription-Token"), Some(KEY));
+    assert_eq!(elsewhere.seen().len(), 0);
+}

@@ -50,7 +50,8 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Serve `respond(request) -> (status, JSON body)` until dropped.
+    /// Serve `respond(request) -> (status, JSON body)` until dropped; for a 3xx status the
+    /// "body" is the Location the response redirects to.
     pub async fn start(respond: impl Fn(&Seen) -> (u16, String) + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -140,10 +141,16 @@ async fn serve(
         429 => "Too Many Requests",
         _ => "Status",
     };
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    let response = if (300..400).contains(&status) {
+        format!(
+            "HTTP/1.1 {status} Redirect\r\nLocation: {body}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    } else {
+        format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
 }
