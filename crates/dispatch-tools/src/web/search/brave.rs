@@ -6,7 +6,7 @@ use dispatch_engine::ToolSecrets;
 use serde::Deserialize;
 
 use super::{SearchBackend, SearchError, SearchHit, SearchQuery, Source, TimeRange};
-use super::{excerpt, plain, read_body, transport_error};
+use super::{excerpt, plain, read_body, rejected_key, stored_key, transport_error};
 
 /// The secret holding the Brave Search API key.
 pub const BRAVE_API_KEY: &str = "BRAVE_API_KEY";
@@ -78,13 +78,6 @@ struct Result_ {
     page_age: Option<String>,
 }
 
-fn credential(message: String) -> SearchError {
-    SearchError::Credential {
-        key: BRAVE_API_KEY.to_string(),
-        message,
-    }
-}
-
 #[async_trait]
 impl SearchBackend for Brave {
     fn name(&self) -> &str {
@@ -100,17 +93,7 @@ impl SearchBackend for Brave {
         q: &SearchQuery,
         secrets: Option<&ToolSecrets>,
     ) -> Result<Vec<SearchHit>, SearchError> {
-        let key = match secrets {
-            Some(secrets) => secrets.get(BRAVE_API_KEY).await.map_err(|e| {
-                SearchError::Failed(format!("cannot read the secret {BRAVE_API_KEY}: {e}"))
-            })?,
-            None => None,
-        };
-        let Some(key) = key.filter(|k| !k.trim().is_empty()) else {
-            return Err(credential(format!(
-                "no Brave Search API key is stored; ask the user to store it with store_secret(key=\"{BRAVE_API_KEY}\"), then retry"
-            )));
-        };
+        let key = stored_key(secrets, BRAVE_API_KEY, "Brave Search").await?;
         let endpoint = self.endpoint(q.source);
         let mut url = reqwest::Url::parse(&endpoint).map_err(|e| {
             SearchError::Failed(format!(
@@ -137,12 +120,7 @@ impl SearchBackend for Brave {
         let status = response.status();
         let body = read_body(response, "brave", &endpoint).await?;
         match status.as_u16() {
-            401 | 403 => {
-                return Err(credential(format!(
-                    "the Brave Search API rejected the stored key {BRAVE_API_KEY} (HTTP {}); ask the user to store a valid key with store_secret(key=\"{BRAVE_API_KEY}\"), then retry",
-                    status.as_u16()
-                )));
-            }
+            401 | 403 => return Err(rejected_key(BRAVE_API_KEY, "Brave Search", status.as_u16())),
             429 => {
                 return Err(SearchError::Failed(
                     "the Brave Search API is rate limiting this key (HTTP 429); wait before searching again, and search less often".to_string(),

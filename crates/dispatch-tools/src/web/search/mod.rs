@@ -93,6 +93,39 @@ pub enum SearchError {
     Failed(String),
 }
 
+/// The API key stored as `name`, for the service `service` ("Brave Search"); a missing one
+/// is a credential error that points to store_secret.
+pub(crate) async fn stored_key(
+    secrets: Option<&ToolSecrets>,
+    name: &str,
+    service: &str,
+) -> Result<String, SearchError> {
+    let key = match secrets {
+        Some(secrets) => secrets
+            .get(name)
+            .await
+            .map_err(|e| SearchError::Failed(format!("cannot read the secret {name}: {e}")))?,
+        None => None,
+    };
+    key.filter(|k| !k.trim().is_empty())
+        .ok_or_else(|| SearchError::Credential {
+            key: name.to_string(),
+            message: format!(
+                "no {service} API key is stored; ask the user to store it with store_secret(key=\"{name}\"), then retry"
+            ),
+        })
+}
+
+/// The service answered 401/403 to the key stored as `name`.
+pub(crate) fn rejected_key(name: &str, service: &str, status: u16) -> SearchError {
+    SearchError::Credential {
+        key: name.to_string(),
+        message: format!(
+            "the {service} API rejected the stored key {name} (HTTP {status}); ask the user to store a valid key with store_secret(key=\"{name}\"), then retry"
+        ),
+    }
+}
+
 /// A search service search_web can ask.
 #[async_trait]
 pub trait SearchBackend: Send + Sync {

@@ -6,7 +6,7 @@ use dispatch_engine::ToolSecrets;
 use serde::Deserialize;
 
 use super::{SearchBackend, SearchError, SearchHit, SearchQuery, Source, TimeRange};
-use super::{excerpt, plain, read_body, transport_error};
+use super::{excerpt, plain, read_body, rejected_key, stored_key, transport_error};
 
 /// The secret holding the Tavily API key.
 pub const TAVILY_API_KEY: &str = "TAVILY_API_KEY";
@@ -49,13 +49,6 @@ struct Result_ {
     published_date: Option<String>,
 }
 
-fn credential(message: String) -> SearchError {
-    SearchError::Credential {
-        key: TAVILY_API_KEY.to_string(),
-        message,
-    }
-}
-
 #[async_trait]
 impl SearchBackend for Tavily {
     fn name(&self) -> &str {
@@ -71,17 +64,7 @@ impl SearchBackend for Tavily {
         q: &SearchQuery,
         secrets: Option<&ToolSecrets>,
     ) -> Result<Vec<SearchHit>, SearchError> {
-        let key = match secrets {
-            Some(secrets) => secrets.get(TAVILY_API_KEY).await.map_err(|e| {
-                SearchError::Failed(format!("cannot read the secret {TAVILY_API_KEY}: {e}"))
-            })?,
-            None => None,
-        };
-        let Some(key) = key.filter(|k| !k.trim().is_empty()) else {
-            return Err(credential(format!(
-                "no Tavily API key is stored; ask the user to store it with store_secret(key=\"{TAVILY_API_KEY}\"), then retry"
-            )));
-        };
+        let key = stored_key(secrets, TAVILY_API_KEY, "Tavily").await?;
         let endpoint = format!("{}/search", self.base.trim_end_matches('/'));
         let url = reqwest::Url::parse(&endpoint).map_err(|e| {
             SearchError::Failed(format!(
@@ -112,12 +95,7 @@ impl SearchBackend for Tavily {
         let status = response.status();
         let text = read_body(response, "tavily", &endpoint).await?;
         match status.as_u16() {
-            401 | 403 => {
-                return Err(credential(format!(
-                    "the Tavily API rejected the stored key {TAVILY_API_KEY} (HTTP {}); ask the user to store a valid key with store_secret(key=\"{TAVILY_API_KEY}\"), then retry",
-                    status.as_u16()
-                )));
-            }
+            401 | 403 => return Err(rejected_key(TAVILY_API_KEY, "Tavily", status.as_u16())),
             // 429: rate limit; 432/433: the plan's credits are used up.
             429 | 432 | 433 => {
                 return Err(SearchError::Failed(format!(
