@@ -32,7 +32,7 @@ fn related_errors_line(records: &[ErrorRecord]) -> String {
 }
 use crate::events::EventKind;
 use crate::hints::next_hint;
-use crate::round::{RoundCx, Slot, SlotResult, SlotState, normalise_name};
+use crate::round::{RoundCx, Slot, SlotResult, SlotState, normalised};
 use crate::shaping::{safe_component, shape, spill_dir};
 use crate::spec::Effect;
 use crate::status::Status;
@@ -183,9 +183,12 @@ impl RoundCx<'_> {
             results.push(SlotResult {
                 tool_call_id: String::from(&*slot.id),
                 name: String::from(&*slot.name),
+                // Only a wrapped call was called by another name: no copy for the rest.
                 called_as: calls
                     .get(i)
-                    .map_or_else(|| String::from(&*slot.name), |c| normalise_name(&c.name)),
+                    .map(|c| normalised(&c.name))
+                    .filter(|called| *called != &*slot.name)
+                    .map(str::to_string),
                 status,
                 is_error: status.is_error() || failed_dedupe,
                 content,
@@ -409,7 +412,7 @@ impl RoundCx<'_> {
         };
         let wrapped = calls
             .get(index)
-            .is_some_and(|c| normalise_name(&c.name) == crate::deferred::RUN_TOOL);
+            .is_some_and(|c| normalised(&c.name) == crate::deferred::RUN_TOOL);
         let target = if wrapped {
             args.get_mut("args")
         } else {

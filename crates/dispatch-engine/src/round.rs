@@ -162,10 +162,10 @@ impl RoundRequest {
 pub struct SlotResult {
     pub tool_call_id: String,
     pub name: String,
-    /// The name as the model called it (`run_tool` for a wrapped call): formats that match a
-    /// result to its call by name (Gemini) answer with this one.
+    /// The name as the model called it when that is not `name` (`run_tool` for a wrapped
+    /// call): formats that match a result to its call by name (Gemini) answer with this one.
     #[serde(skip)]
-    pub called_as: String,
+    pub called_as: Option<String>,
     pub status: Status,
     /// The model should read the content as a failure (a deduplicated failure is one too).
     pub is_error: bool,
@@ -202,7 +202,7 @@ impl RoundOutcome {
             .filter(|r| r.status != Status::Client)
             .map(|r| WireResult {
                 tool_call_id: &r.tool_call_id,
-                name: &r.called_as,
+                name: r.called_as.as_deref().unwrap_or(&r.name),
                 content: &r.content,
                 is_error: r.is_error,
                 images: &r.images,
@@ -820,10 +820,15 @@ impl RoundCx<'_> {
 
 /// Trim a tool name and cut it at the first `<|` (leaked special-token tails).
 pub(crate) fn normalise_name(name: &str) -> String {
+    normalised(name).to_string()
+}
+
+/// `normalise_name` without the copy.
+pub(crate) fn normalised(name: &str) -> &str {
     let name = name.trim();
     match name.find("<|") {
-        Some(i) => name[..i].trim().to_string(),
-        None => name.to_string(),
+        Some(i) => name[..i].trim(),
+        None => name,
     }
 }
 
