@@ -163,22 +163,11 @@ fn image(url: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::test_calls::{call, error};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
         Messages.parse_reply(input)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> RawCall {
-        RawCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
-        Err(WireError(message.to_owned()))
     }
 
     /// Anthropic's parallel tool use example: text, then two tool_use blocks.

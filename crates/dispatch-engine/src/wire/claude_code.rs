@@ -309,22 +309,11 @@ fn escape_attribute(value: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::test_calls::{call, error};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
         TextProtocol.parse_reply(input)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> RawCall {
-        RawCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
-        Err(WireError(message.to_owned()))
     }
 
     const TWO_CALLS: &str = "I'll read both files.\n\

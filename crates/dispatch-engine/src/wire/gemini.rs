@@ -324,22 +324,11 @@ fn gemini_schema_object(map: &Map<String, Value>) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::test_calls::{call, error};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
         GenerateContent.parse_reply(input)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> RawCall {
-        RawCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
-        Err(WireError(message.to_owned()))
     }
 
     /// Gemini's parallel function calling example: three calls in one Content, without ids.

@@ -214,6 +214,24 @@ fn distinct_ids(
     Ok(located.into_iter().map(|(_, call)| call).collect())
 }
 
+/// What every format's tests build replies and expectations from.
+#[cfg(test)]
+pub(crate) mod test_calls {
+    use super::{RawCall, WireError};
+
+    pub fn call(id: &str, name: &str, arguments: &str) -> RawCall {
+        RawCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        }
+    }
+
+    pub fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
+        Err(WireError(message.to_owned()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

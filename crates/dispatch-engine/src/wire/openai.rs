@@ -239,22 +239,11 @@ fn reject_anthropic_blocks(message: &Map<String, Value>) -> Result<(), WireError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::test_calls::{call, error};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
         ChatCompletions.parse_reply(input)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> RawCall {
-        RawCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
-        Err(WireError(message.to_owned()))
     }
 
     /// OpenAI's parallel function calling example: two get_weather calls in one message.

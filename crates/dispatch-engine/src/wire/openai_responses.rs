@@ -183,22 +183,11 @@ fn output(result: &WireResult<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::test_calls::{call, error};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
         Responses.parse_reply(input)
-    }
-
-    fn call(id: &str, name: &str, arguments: &str) -> RawCall {
-        RawCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        }
-    }
-
-    fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
-        Err(WireError(message.to_owned()))
     }
 
     /// A whole response as the Responses API documents it: reasoning, then two parallel calls.
