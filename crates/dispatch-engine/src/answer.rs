@@ -12,26 +12,24 @@ use crate::wire::RawCall;
 
 /// The user's answers to one pending task.
 pub struct AnswerRequest {
-    pub session: String,
     /// The `task_hash` of the pending task (from the `Pending` event or the round report).
     pub task: String,
     /// One answer per question, in order.
     pub answers: Vec<String>,
-    /// Only names the outcome's wire format; the parked call is already known.
+    /// The session, the wire format, cancellation and the live event channel; the run and the
+    /// call come from the pending task.
     pub request: RoundRequest,
 }
 
 impl AnswerRequest {
     pub fn new(session: impl Into<String>, task: impl Into<String>, answers: Vec<String>) -> Self {
-        let session = session.into();
         AnswerRequest {
             request: RoundRequest::new(
-                session.clone(),
+                session,
                 String::new(),
                 crate::wire::Provider::OpenAi,
                 Vec::new(),
             ),
-            session,
             task: task.into(),
             answers,
         }
@@ -48,12 +46,13 @@ impl Engine {
     /// result is committed in the task's run (removing the task in the same commit, so an
     /// answer lands once), and the outcome carries that one result.
     pub async fn answer(&self, req: AnswerRequest) -> Result<RoundOutcome, EngineError> {
-        let lock = self.session_lock(&req.session);
+        let session = req.request.session.clone();
+        let lock = self.session_lock(&session);
         let _one_round_at_a_time = lock.lock().await;
-        let pending = self.store.pending(&req.session).await?;
+        let pending = self.store.pending(&session).await?;
         let Some(task) = pending.iter().find(|t| t.task_hash == req.task).cloned() else {
             return Err(EngineError::NoSuchTask {
-                session: req.session,
+                session,
                 task: req.task,
                 pending: pending.into_iter().map(|t| t.task_hash).collect(),
             });
@@ -74,7 +73,6 @@ impl Engine {
         };
 
         let mut round = req.request;
-        round.session = req.session;
         round.run = task.run.clone();
         round.calls = Vec::new();
         let mut cx = self.begin(round).await?;
