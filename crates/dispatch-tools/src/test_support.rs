@@ -38,11 +38,29 @@ impl Harness {
         registry: dispatch_engine::Registry,
         confirmer: Arc<dyn Confirmer>,
     ) -> Self {
+        Self::build(
+            registry,
+            confirmer,
+            dispatch_store::open("memory:").unwrap(),
+            None,
+        )
+    }
+
+    /// The harness over `store` (one with a manual clock, for cache ages) and, when given, a
+    /// concurrency bound of `max_concurrent`.
+    pub fn build(
+        registry: dispatch_engine::Registry,
+        confirmer: Arc<dyn Confirmer>,
+        store: Arc<dyn Store>,
+        max_concurrent: Option<usize>,
+    ) -> Self {
         let workdir = tempfile::tempdir().unwrap();
         let data_dir = tempfile::tempdir().unwrap();
-        let store = dispatch_store::open("memory:").unwrap();
         let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
         config.data_dir = Some(data_dir.path().canonicalize().unwrap());
+        if let Some(n) = max_concurrent {
+            config.max_concurrent = n;
+        }
         let engine = Engine::new(registry, store.clone(), confirmer, config)
             .unwrap()
             .with_file_history(store.clone())

@@ -5,9 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dispatch_engine::{
-    ApproveAll, Confirmer, Engine, EngineConfig, Headless, Registry, RoundOutcome, Status,
-};
+use dispatch_engine::{ApproveAll, Confirmer, Headless, Registry, RoundOutcome, Status};
 use dispatch_store::{ManualClock, Store, memory::MemoryStore};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -36,27 +34,12 @@ async fn web_harness_on(
     confirmer: Arc<dyn Confirmer>,
     store: Arc<dyn Store>,
 ) -> Harness {
-    let workdir = tempfile::tempdir().unwrap();
-    let data_dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
-    config.data_dir = Some(data_dir.path().canonicalize().unwrap());
-    config.max_concurrent = 3;
-    let engine = Engine::new(
+    let h = Harness::build(
         web_registry(&[server.host_port()]),
-        store.clone(),
         confirmer,
-        config,
-    )
-    .unwrap()
-    .with_file_history(store.clone())
-    .with_result_cache(store.clone())
-    .with_secrets(store.clone());
-    let h = Harness {
-        engine,
         store,
-        workdir,
-        data_dir,
-    };
+        Some(3),
+    );
     h.select("s", "http_request,download_file").await;
     h.select("s2", "http_request,download_file").await;
     h
