@@ -162,21 +162,34 @@ impl EventKind {
     }
 }
 
+/// Where a round's events go live, as they happen (a CLI watcher, the daemon's event stream).
+/// Called in emission order, under the log's lock: it must not block.
+pub trait EventSink: Send + Sync {
+    fn send(&self, event: &Arc<Event>);
+}
+
+impl EventSink for broadcast::Sender<Arc<Event>> {
+    fn send(&self, event: &Arc<Event>) {
+        // No subscriber is not an error.
+        let _ = broadcast::Sender::send(self, event.clone());
+    }
+}
+
 /// Collects a round's events and forwards them to live subscribers.
 pub struct EventLog {
     start: Instant,
     /// Secret values never leave in an event.
     redactor: Redactor,
     events: Mutex<Vec<Arc<Event>>>,
-    live: Option<broadcast::Sender<Arc<Event>>>,
+    live: Option<Arc<dyn EventSink>>,
 }
 
 impl EventLog {
-    pub fn new(live: Option<broadcast::Sender<Arc<Event>>>) -> Self {
+    pub fn new(live: Option<Arc<dyn EventSink>>) -> Self {
         Self::with_redactor(live, Redactor::default())
     }
 
-    pub fn with_redactor(live: Option<broadcast::Sender<Arc<Event>>>, redactor: Redactor) -> Self {
+    pub fn with_redactor(live: Option<Arc<dyn EventSink>>, redactor: Redactor) -> Self {
         EventLog {
             start: Instant::now(),
             redactor,
@@ -199,8 +212,7 @@ impl EventLog {
             at_ms: self.now_ms(),
         });
         if let Some(live) = &self.live {
-            // No subscriber is not an error.
-            let _ = live.send(event.clone());
+            live.send(&event);
         }
         events.push(event);
     }

@@ -72,8 +72,9 @@ pub trait Confirmer: Send + Sync {
     fn interactive(&self) -> bool {
         false
     }
-    /// Someone (or a policy) answers at all; when false the call is declined without asking.
-    fn available(&self) -> bool {
+    /// Someone (or a policy) would answer this request; when false the call is declined without
+    /// asking. An HTTP daemon answers only for sessions a client is watching.
+    fn available(&self, _request: &ConfirmRequest) -> bool {
         true
     }
 }
@@ -93,7 +94,7 @@ impl Confirmer for Headless {
             ..ConfirmReply::default()
         }
     }
-    fn available(&self) -> bool {
+    fn available(&self, _request: &ConfirmRequest) -> bool {
         false
     }
 }

@@ -27,7 +27,7 @@ pub mod wire;
 
 pub use answer::AnswerRequest;
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
-pub use events::{Event, EventKind};
+pub use events::{Event, EventKind, EventSink};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};
 pub use redact::ToolSecrets;
 pub use registry::{Registry, RegistryError};

@@ -408,7 +408,7 @@ impl RoundCx<'_> {
     /// Ask the confirmer. `None` means approved; otherwise the skip text and the model's message.
     async fn confirm(&mut self, request: &ConfirmRequest) -> Option<(String, String)> {
         let confirmer = &self.engine.confirmer;
-        if !confirmer.available() {
+        if !confirmer.available(request) {
             return Some((
                 HEADLESS_REASON.to_string(),
                 format!(

@@ -13,12 +13,11 @@ use dispatch_store::{
 };
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
-use crate::events::{Event, EventKind, EventLog};
+use crate::events::{Event, EventKind, EventLog, EventSink};
 use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
 use crate::redact::{Redactor, ToolSecrets};
 use crate::registry::Registry;
@@ -133,7 +132,7 @@ pub struct RoundRequest {
     pub allow_all: bool,
     pub cancel: CancellationToken,
     /// Live copy of every event as it happens.
-    pub live: Option<broadcast::Sender<Arc<Event>>>,
+    pub live: Option<Arc<dyn EventSink>>,
 }
 
 impl RoundRequest {

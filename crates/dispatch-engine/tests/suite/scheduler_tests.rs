@@ -387,7 +387,7 @@ async fn a_fire_and_forget_call_is_ok_at_once_and_not_awaited() {
             wrapped("b", "echo", json!({})),
         ],
     );
-    req.live = Some(tx);
+    req.live = Some(std::sync::Arc::new(tx));
     let started = tokio::time::Instant::now();
     let out = fx.request(req).await;
     // Virtual time: the round did not wait out the 30 s sleep.
