@@ -1,0 +1,1 @@
+// The console script arrives with the console work.
