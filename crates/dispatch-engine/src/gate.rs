@@ -77,6 +77,10 @@ pub trait Confirmer: Send + Sync {
     fn available(&self, _request: &ConfirmRequest) -> bool {
         true
     }
+    /// Why no one could approve, when `available` says so; the model and the user read it.
+    fn unavailable_reason(&self) -> &str {
+        HEADLESS_REASON
+    }
 }
 
 /// Nobody is attached: decline with a reason the model can act on.

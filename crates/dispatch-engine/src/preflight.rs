@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use crate::canonical::{DedupeKey, KeyMap, dedupe_key};
 use crate::deferred::{RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
 use crate::events::EventKind;
-use crate::gate::{ConfirmRequest, HEADLESS_REASON, Permission, Verdict};
+use crate::gate::{ConfirmRequest, Permission, Verdict};
 use crate::round::{RoundCx, Slot, SlotState, go_duration, normalise_name};
 use crate::rules::remembered_rule;
 use crate::spec::Effect;
@@ -409,10 +409,11 @@ impl RoundCx<'_> {
     async fn confirm(&mut self, request: &ConfirmRequest) -> Option<(String, String)> {
         let confirmer = &self.engine.confirmer;
         if !confirmer.available(request) {
+            let reason = confirmer.unavailable_reason();
             return Some((
-                HEADLESS_REASON.to_string(),
+                reason.to_string(),
                 format!(
-                    "Not run: this call needs the user's approval ({}), and {HEADLESS_REASON}. Continue without it, or use ask_user to agree on another approach.",
+                    "Not run: this call needs the user's approval ({}), and {reason}. Continue without it, or use ask_user to agree on another approach.",
                     request.why
                 ),
             ));

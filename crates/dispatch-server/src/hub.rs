@@ -24,8 +24,13 @@ const FEED_CAPACITY: usize = 1024;
 /// watcher that replayed the store can tell which live messages it has already seen.
 #[derive(Clone, Debug)]
 pub enum Feed {
-    /// An engine event of a round in flight, or a daemon event (JSON text).
-    Live { round: u64, json: Arc<str> },
+    /// An event of a round in flight (JSON text). `stored`: an engine event, which the store
+    /// keeps when the round commits; daemon events (`RoundStarted`, confirmations) are live only.
+    Live {
+        round: u64,
+        stored: bool,
+        json: Arc<str>,
+    },
     /// The round ended. `last_seq` is the store's sequence number of its last event when it
     /// committed and someone watched; `json` is the `Committed` marker to send.
     Finished {
@@ -268,6 +273,7 @@ impl Hub {
             &feed,
             Feed::Live {
                 round,
+                stored: false,
                 json: Arc::from(started.to_string()),
             },
         );
@@ -344,6 +350,7 @@ impl Hub {
             &feed,
             Feed::Live {
                 round,
+                stored: false,
                 json: Arc::from(value.to_string()),
             },
         );
@@ -460,6 +467,10 @@ impl Confirmer for Hub {
     fn available(&self, request: &ConfirmRequest) -> bool {
         !self.closing() && self.watched(&request.session)
     }
+
+    fn unavailable_reason(&self) -> &str {
+        "no one is available to approve it (no client is watching this session: approvals come from the web console or an API client subscribed to the session's events; the user can also allow such calls with a rule in .tooldispatch/rules, or start the daemon with --approve all)"
+    }
 }
 
 /// Where one round's live events go: the session's feed and the global one.
@@ -490,6 +501,7 @@ impl EventSink for RoundFeed {
         }
         let item = Feed::Live {
             round: self.round,
+            stored: true,
             json: Arc::from(event.to_json()),
         };
         if everywhere {

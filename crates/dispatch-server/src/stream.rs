@@ -3,10 +3,12 @@
 //! then forwards live events as they happen, and a `Committed` marker with the id of each
 //! round's last event.
 //!
-//! A round may commit while the replay is read. Its live events then arrive twice: once in
-//! the replay, once from the feed. So live events of rounds that had started by the end of
-//! the replay are held back until their `Finished` marker says whether the replay had them.
-//! Rounds started later cannot be in the replay and go out as they happen.
+//! A round may commit while the replay is read, or have started before the subscription.
+//! Its stored events would then arrive twice, or only in part. So the stored events of
+//! rounds that had started by the end of the replay are not taken from the live feed: when
+//! such a round commits, its events are read from the store (unless the replay had them).
+//! Rounds started later cannot be in the replay and go out as they happen. Daemon events
+//! (confirmations, `RoundStarted`) are never stored and always go out at once.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -72,12 +74,53 @@ pub async fn session_events(
             })?,
         None => query.after.unwrap_or(0),
     };
-    // Subscribed before the replay is read, so nothing falls between the two.
+    // Subscribed before the replay is read, so nothing falls between the two. The replay is
+    // read before the response starts: every round that starts after a client has the
+    // stream's headers comes to it live.
     let feed = daemon.hub.watch(&id);
+    let backlog = daemon.store.events(&id, after).await.map_err(|e| {
+        ApiError::internal(format!(
+            "cannot read the session's events from the store: {e}; retry"
+        ))
+    })?;
+    let settled = daemon.hub.rounds_started(&id);
     let (tx, rx) = mpsc::channel(256);
-    tokio::spawn(pump(daemon, id, after, feed, tx));
+    tokio::spawn(pump(daemon, id, after, feed, tx, Some((backlog, settled))));
     Ok(into_stream(rx))
 }
+
+/// Send the session's committed events with a sequence number in `(after, until]` (all after
+/// `after` when `until` is `None`), each with its id; `after` moves to the last one sent.
+/// `Err` when the client is gone or the store failed (the stream then ends).
+async fn replay(
+    daemon: &Daemon,
+    id: &str,
+    after: &mut u64,
+    until: Option<u64>,
+    tx: &mpsc::Sender<SseEvent>,
+) -> Result<(), ()> {
+    let events = match daemon.store.events(id, *after).await {
+        Ok(events) => events,
+        Err(e) => {
+            let text = serde_json::json!({"type": "Error", "text": format!("cannot read the session's events from the store: {e}; reconnect with Last-Event-ID to resume")});
+            let _ = tx.send(SseEvent::default().data(text.to_string())).await;
+            return Err(());
+        }
+    };
+    for (seq, json) in events {
+        if until.is_some_and(|last| seq > last) {
+            break;
+        }
+        tx.send(SseEvent::default().id(seq.to_string()).data(json))
+            .await
+            .map_err(|_| ())?;
+        *after = seq;
+    }
+    Ok(())
+}
+
+/// The committed events the handler read, and the rounds started when it read them.
+type Backlog = (Vec<(u64, String)>, u64);
 
 async fn pump(
     daemon: Arc<Daemon>,
@@ -85,31 +128,35 @@ async fn pump(
     mut after: u64,
     mut feed: broadcast::Receiver<Feed>,
     tx: mpsc::Sender<SseEvent>,
+    mut backlog: Option<Backlog>,
 ) {
     'replay: loop {
-        let events = match daemon.store.events(&id, after).await {
-            Ok(events) => events,
-            Err(e) => {
-                let text = serde_json::json!({"type": "Error", "text": format!("cannot read the session's events from the store: {e}; reconnect to retry")});
-                let _ = tx.send(SseEvent::default().data(text.to_string())).await;
-                return;
+        // Rounds with a ticket up to `settled` had started when the replay was read: their
+        // stored events may be in it, or may have been partly missed before the subscription.
+        // They come from the store when they commit, never from the live feed.
+        let settled = match backlog.take() {
+            Some((events, settled)) => {
+                for (seq, json) in events {
+                    if tx
+                        .send(SseEvent::default().id(seq.to_string()).data(json))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    after = seq;
+                }
+                settled
+            }
+            None => {
+                if replay(&daemon, &id, &mut after, None, &tx).await.is_err() {
+                    return;
+                }
+                daemon.hub.rounds_started(&id)
             }
         };
-        for (seq, json) in events {
-            if tx
-                .send(SseEvent::default().id(seq.to_string()).data(json))
-                .await
-                .is_err()
-            {
-                return;
-            }
-            after = seq;
-        }
         daemon.hub.note_seq(&id, after);
         let replayed = after;
-        // Rounds with a ticket up to here may be in the replay; later ones cannot be.
-        let settled = daemon.hub.rounds_started(&id);
-        let mut held: Vec<(u64, Arc<str>)> = Vec::new();
         loop {
             let item = tokio::select! {
                 item = feed.recv() => item,
@@ -117,41 +164,45 @@ async fn pump(
                 () = tx.closed() => return,
             };
             let out = match item {
-                Ok(Feed::Live { round, json }) if round <= settled => {
-                    held.push((round, json));
-                    continue;
-                }
-                Ok(Feed::Live { json, .. }) => vec![SseEvent::default().data(&*json)],
+                Ok(Feed::Live {
+                    round,
+                    stored: true,
+                    ..
+                }) if round <= settled => continue,
+                Ok(Feed::Live { json, .. }) => SseEvent::default().data(&*json),
                 Ok(Feed::Finished {
                     round,
                     last_seq,
                     json,
                 }) => {
-                    let mut out = Vec::new();
-                    let seen_in_replay =
-                        round <= settled && last_seq.is_some_and(|s| s <= replayed);
-                    let (mine, others): (Vec<_>, Vec<_>) =
-                        held.drain(..).partition(|(r, _)| *r == round);
-                    held = others;
-                    if !seen_in_replay {
-                        out.extend(mine.into_iter().map(|(_, j)| SseEvent::default().data(&*j)));
-                        let mut marker = SseEvent::default().data(&*json);
-                        if let Some(seq) = last_seq {
-                            marker = marker.id(seq.to_string());
-                            after = after.max(seq);
+                    if let Some(last) = last_seq {
+                        if round <= settled && last > replayed {
+                            // Bounded by this round's last event: a later round's events
+                            // come live.
+                            if replay(&daemon, &id, &mut after, Some(last), &tx)
+                                .await
+                                .is_err()
+                            {
+                                return;
+                            }
                         }
-                        out.push(marker);
+                        after = after.max(last);
                     }
-                    out
+                    if round <= settled && last_seq.is_some_and(|last| last <= replayed) {
+                        continue; // the replay had all of it
+                    }
+                    let marker = SseEvent::default().data(&*json);
+                    match last_seq {
+                        Some(last) => marker.id(last.to_string()),
+                        None => marker,
+                    }
                 }
                 // Fell behind the feed: catch up from the store, from the last id sent.
                 Err(broadcast::error::RecvError::Lagged(_)) => continue 'replay,
                 Err(broadcast::error::RecvError::Closed) => return,
             };
-            for event in out {
-                if tx.send(event).await.is_err() {
-                    return;
-                }
+            if tx.send(out).await.is_err() {
+                return;
             }
         }
     }
