@@ -170,7 +170,9 @@ function currentRound(ev) {
   const fresh = !r || r.committed ||
     // Stored rounds may come without markers: a call id seen again, or the clock going back, starts one.
     (ev.type === 'ToolCall' && (r.calls.has(ev.tool_id) || (ev.at_ms !== undefined && ev.at_ms < r.lastAt)));
-  return fresh ? newRound() : r;
+  if (!fresh) return r;
+  if (r) { r.committed = true; schedule(r); } // replayed rounds are stored, so committed
+  return newRound();
 }
 
 function callOf(r, id, name) {
@@ -254,11 +256,12 @@ function renderRound(r) {
   const counts = {};
   for (const c of calls) if (c.status) counts[c.status] = (counts[c.status] || 0) + 1;
 
-  const title = r.number ? `Round ${r.number}` : 'Round (running)';
+  const settled = r.committed || r.pending || (calls.length > 0 && calls.every((c) => c.status));
+  const title = r.number ? `Round ${r.number}` : settled ? 'Round' : 'Round (running)';
   const head = h('header', { class: 'round-head' },
     h('h4', {}, title),
     h('span', { class: 'muted small' }, [r.run ? `run ${r.run}` : null, `${calls.length} call${calls.length === 1 ? '' : 's'}`, ms(r.lastAt)].filter(Boolean).join(' · ')),
-    r.committed ? null : h('span', { class: 'badge live' }, 'live'),
+    settled ? null : h('span', { class: 'badge live' }, 'live'),
     r.pending ? h('span', { class: 'badge warn' }, 'waiting on the user') : null,
     h('span', { class: 'counts' }, Object.entries(counts).map(([s, n]) => h('span', { class: `chip ${tone(s)}` }, `${n} ${s}`))));
 
@@ -284,7 +287,7 @@ function renderRound(r) {
 
   const rows = calls.map((c, i) => {
     const cached = c.result !== null && c.result.startsWith('(cached');
-    const check = c.skipped !== null ? h('span', { class: 'chip warn', title: c.skipped }, 'settled')
+    const check = c.skipped !== null ? h('span', { class: 'chip warn', title: c.skipped }, 'stopped')
       : c.confirm ? h('span', { class: 'chip neutral', title: c.confirm.text }, 'asked')
         : c.start !== null ? h('span', { class: 'chip ok' }, 'passed') : h('span', { class: 'muted' }, c.status ? '—' : '…');
     const run = c.start === null ? h('span', { class: 'muted' }, '—')
@@ -308,10 +311,10 @@ function renderRound(r) {
   });
   // Keep open details open across re-renders.
   const open = new Set([...r.el.querySelectorAll('details[open]')].map((d) => d.closest('li').dataset.testid));
-  r.el.replaceChildren(head, chart,
+  r.el.replaceChildren(...[head, chart,
     ...r.notes.map(([t, text]) => h('p', { class: `note ${t}` }, text)),
     calls.length ? h('div', { class: 'calls-head muted small', 'aria-hidden': 'true' }, h('span', {}, 'call'), h('span', {}, '1 · check'), h('span', {}, '2 · run'), h('span', {}, '3 · result')) : null,
-    h('ol', { class: 'calls' }, rows));
+    h('ol', { class: 'calls' }, rows)].filter(Boolean));
   for (const d of r.el.querySelectorAll('details')) if (open.has(d.closest('li').dataset.testid)) d.open = true;
 }
 
