@@ -137,11 +137,13 @@ function select(id) {
   renderAsks();
   const stream = events(`/v1/sessions/${encodeURIComponent(id)}/events`);
   let opened = false;
+  let lastId = '';
   stream.onopen = () => {
-    // After a reconnect the daemon replays from the last committed event: drop the
-    // unfinished round we had, it comes again.
-    if (opened && S.rounds.length && !S.rounds[S.rounds.length - 1].committed) {
-      const r = S.rounds.pop();
+    // After a reconnect the daemon replays from the last committed event: drop the live
+    // round we had not seen committed, it comes again.
+    const r = S.rounds[S.rounds.length - 1];
+    if (opened && r && r.live && !r.committed) {
+      S.rounds.pop();
       r.el.remove();
     }
     opened = true;
@@ -149,7 +151,10 @@ function select(id) {
   stream.onmessage = (m) => {
     let ev;
     try { ev = JSON.parse(m.data); } catch { return; }
-    if (S.selected === id) onSessionEvent(ev);
+    // Stored events carry their own id; live ones repeat the last id seen.
+    const live = m.lastEventId === lastId;
+    lastId = m.lastEventId;
+    if (S.selected === id) onSessionEvent(ev, live);
   };
   S.stream = stream;
   loadPending();
@@ -186,7 +191,7 @@ function callOf(r, id, name) {
   return c;
 }
 
-function onSessionEvent(ev) {
+function onSessionEvent(ev, live) {
   switch (ev.type) {
     case 'RoundStarted': {
       const r = S.rounds[S.rounds.length - 1];
@@ -209,6 +214,7 @@ function onSessionEvent(ev) {
     default: break;
   }
   const r = currentRound(ev);
+  if (live) r.live = true;
   if (typeof ev.at_ms === 'number') r.lastAt = Math.max(r.lastAt, ev.at_ms);
   const c = ev.tool_id ? callOf(r, ev.tool_id, ev.tool_name) : null;
   switch (ev.type) {
