@@ -34,7 +34,9 @@ pub use chat::{ChatHistory, ChatHit, RunSummary};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use errors::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, Outcome, classify};
 pub use file_history::{FileAction, FileHistory, FileVersion, NewFileVersion, VersionQuery};
-pub use maintenance::{EntryCounts, GcPolicy, GcReport, Maintenance, StoreStats};
+pub use maintenance::{
+    EntryCounts, GcPolicy, GcReport, Maintenance, SWEEP_EVERY, StoreStats, spawn_sweeper,
+};
 pub use secrets::{SecretKey, Secrets};
 
 /// What can go wrong in a store.

@@ -202,7 +202,7 @@ fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {
 
 /// Resolves when the user or the system asks the process to stop; `false` when no signal can
 /// be watched (then the round simply runs to its end).
-async fn stop_requested() -> bool {
+pub(crate) async fn stop_requested() -> bool {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::terminate()),

@@ -24,6 +24,9 @@
 //! base_url = "http://127.0.0.1:8080/v1"              # any OpenAI-compatible API
 //! model = "qwen2.5-7b-instruct"
 //! api_key_env = "FILTER_API_KEY"                     # the variable holding its key, if any
+//!
+//! [server]                                           # tooldispatch serve
+//! cors_origins = ["http://localhost:5173"]           # web pages that may call the API
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -47,6 +50,16 @@ pub struct Config {
     pub net: Net,
     /// A model-backed result filter; without it the built-in one runs.
     pub filter: Option<Filter>,
+    #[serde(default)]
+    pub server: Server,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// Origins (`scheme://host:port`) whose web pages may call the daemon's API (CORS).
+    #[serde(default)]
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, PartialEq, Eq)]
@@ -147,7 +160,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n",
+            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n",
         )
         .unwrap();
         assert_eq!(
@@ -171,6 +184,9 @@ mod tests {
                     api_key_env: None,
                     timeout_secs: Some(5),
                 }),
+                server: Server {
+                    cors_origins: vec!["http://localhost:5173".into()],
+                },
             }
         );
         assert_eq!(Config::parse("").unwrap(), Config::default());

@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod config;
+mod serve;
 mod setup;
 mod store_cmd;
 mod terminal;
@@ -31,6 +32,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the HTTP daemon: the API, live events, confirmations and the web console.
+    Serve(serve::ServeArgs),
     /// Dispatch one model reply read from stdin; print the tool-result messages (or the report).
     Round(RoundArgs),
     /// Print the request's tools array and the turn context for a session.
@@ -213,6 +216,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Serve(args) => serve::run(args).await,
             Command::Round(args) => commands::round(args).await,
             Command::Tools(args) => commands::tools(args).await,
             Command::Replay(args) => commands::replay(args).await,

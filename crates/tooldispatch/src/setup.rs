@@ -103,6 +103,21 @@ fn tools_config(config: &Config) -> Result<dispatch_tools::ToolsConfig, CliError
 /// the config file's store).
 pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
     let config = Config::load(common.config.as_deref())?;
+    let confirmer: Arc<dyn Confirmer> = match common.approve {
+        Approve::None => Arc::new(Headless),
+        Approve::All => Arc::new(ApproveAll),
+        Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
+    };
+    Ok(build(common, default_store, &config, confirmer)?.0)
+}
+
+/// The engine with this confirmer, and the store it uses.
+pub fn build(
+    common: &Common,
+    default_store: Option<&str>,
+    config: &Config,
+    confirmer: Arc<dyn Confirmer>,
+) -> Result<(Engine, Arc<dyn dispatch_store::Store>), CliError> {
     let workdir = match &common.workdir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -114,13 +129,8 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
             workdir.display()
         ))
     })?;
-    let store = open_store(common.store.as_deref().or(default_store), &config)?;
-    let confirmer: Arc<dyn Confirmer> = match common.approve {
-        Approve::None => Arc::new(Headless),
-        Approve::All => Arc::new(ApproveAll),
-        Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
-    };
-    let registry = dispatch_tools::builtin_registry_with(&tools_config(&config)?)
+    let store = open_store(common.store.as_deref().or(default_store), config)?;
+    let registry = dispatch_tools::builtin_registry_with(&tools_config(config)?)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir);
     config_engine.data_dir = Some(data_dir());
@@ -139,9 +149,9 @@ pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, Cl
         .with_result_cache(store.clone())
         .with_file_history(store.clone())
         .with_chat_history(store.clone())
-        .with_secrets(store);
+        .with_secrets(store.clone());
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }
-    Ok(engine)
+    Ok((engine, store))
 }

@@ -1,0 +1,396 @@
+//! The REST endpoints (DESIGN §5): sessions, tools, rounds, answers, confirmations, health.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use dispatch_engine::{
+    AnswerRequest, ClientTool, ConfirmReply, EngineError, Provider, RoundOutcome, RoundRequest,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::Daemon;
+use crate::error::{ApiError, too_large};
+
+/// Session ids name rows, keys and directories: a short, plain alphabet keeps them safe in all.
+pub fn session_id(id: String) -> Result<String, ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        && id != "."
+        && id != "..";
+    if ok {
+        Ok(id)
+    } else {
+        Err(ApiError::bad_request(
+            "bad_session_id",
+            "a session id is 1–128 characters of A–Z, a–z, 0–9, '.', '_', ':' and '-'",
+        ))
+    }
+}
+
+fn provider(name: Option<&str>) -> Result<Provider, ApiError> {
+    name.unwrap_or("openai")
+        .parse::<Provider>()
+        .map_err(|e| ApiError::bad_request("unknown_provider", e.to_string()))
+}
+
+/// The body as JSON text: `Content-Type: application/json` is required, which also keeps
+/// browser pages of other origins from posting "simple" cross-site requests.
+fn json_text(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as JSON with the header `Content-Type: application/json`",
+        ));
+    }
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::bad_request(
+                "bad_request",
+                format!("cannot read the request body: {}", e.body_text()),
+            )
+        }
+    })?;
+    String::from_utf8(body.to_vec())
+        .map_err(|_| ApiError::bad_request("bad_json", "the request body is not UTF-8 text"))
+}
+
+fn engine_error(e: EngineError) -> ApiError {
+    match e {
+        EngineError::Cancelled => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "interrupted",
+            "the daemon shut down before the round committed: nothing of it was recorded, and its mutating calls that had started are reported as interrupted by the session's next round",
+        ),
+        EngineError::NoSuchTask { .. } => ApiError::not_found("no_such_task", e.to_string()),
+        EngineError::BadAnswer(_) => ApiError::bad_request("bad_answer", e.to_string()),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+pub async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+pub async fn version() -> Json<Value> {
+    let providers: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+    Json(
+        json!({"name": "tooldispatch", "version": env!("CARGO_PKG_VERSION"), "providers": providers}),
+    )
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    id: Option<String>,
+    #[serde(default)]
+    client_tools: Vec<ClientTool>,
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+fn generated_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        // Unique within this process is all an id needs; the clock and a counter give that.
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        bytes = (crate::hub::now_ms() ^ n.rotate_left(40)).to_be_bytes();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("s-{hex}")
+}
+
+/// `POST /v1/sessions`
+pub async fn create_session(
+    State(daemon): State<Arc<Daemon>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let text = json_text(&headers, body)?;
+    let spec: NewSession = if text.trim().is_empty() {
+        NewSession::default()
+    } else {
+        serde_json::from_str(&text).map_err(|e| {
+            ApiError::bad_request(
+                "bad_json",
+                format!("a new session is {{\"id\"?, \"client_tools\"?, \"exclude\"?}}: {e}"),
+            )
+        })?
+    };
+    let id = session_id(spec.id.unwrap_or_else(generated_id))?;
+    match daemon.hub.create(&id, spec.client_tools, spec.exclude) {
+        Ok(info) => Ok((
+            StatusCode::CREATED,
+            Json(json!({"id": &*info.id, "created_ms": info.created_ms})),
+        )
+            .into_response()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "session {id} exists already; use it, or create one with another id (or none, to have one generated)"
+            ),
+        )),
+    }
+}
+
+/// `GET /v1/sessions`
+pub async fn list_sessions(State(daemon): State<Arc<Daemon>>) -> Json<Value> {
+    Json(json!({"sessions": daemon.hub.sessions()}))
+}
+
+#[derive(Deserialize)]
+pub struct ProviderQuery {
+    provider: Option<String>,
+}
+
+/// `GET /v1/sessions/{id}/tools?provider=`
+pub async fn tools(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+    query: Result<Query<ProviderQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(id)?;
+    let Query(query) = query?;
+    let provider = provider(query.provider.as_deref())?;
+    let info = daemon.hub.session(&id);
+    let (tools, turn_context) = daemon
+        .engine
+        .tools(&id, provider, &info.client_tools, &info.exclude)
+        .await
+        .map_err(engine_error)?;
+    Ok(Json(json!({"tools": tools, "turn_context": turn_context})))
+}
+
+#[derive(Deserialize)]
+pub struct RoundQuery {
+    provider: Option<String>,
+    run: Option<String>,
+    report: Option<String>,
+}
+
+fn wants_report(flag: Option<&str>) -> bool {
+    matches!(flag, Some("1" | "true" | "yes"))
+}
+
+/// What a dispatch runs: a round, or the answer to a parked run.
+enum Work {
+    Round(RoundRequest),
+    Answer(AnswerRequest),
+}
+
+/// Run one round (or answer) to its end in a task of its own — a client that hangs up does
+/// not stop it half-way — and report it on the session's feed.
+async fn dispatch(
+    daemon: &Arc<Daemon>,
+    session: String,
+    run: String,
+    work: Work,
+) -> Result<RoundOutcome, ApiError> {
+    if daemon.hub.closing() {
+        return Err(ApiError::shutting_down());
+    }
+    let daemon = daemon.clone();
+    let task = tokio::spawn(async move {
+        let lock = daemon.hub.round_lock(&session);
+        let _one_at_a_time = lock.lock().await;
+        let feed = Arc::new(daemon.hub.start_round(&session, &run));
+        let live: Arc<dyn dispatch_engine::EventSink> = feed.clone();
+        let outcome = match work {
+            Work::Round(mut req) => {
+                req.live = Some(live);
+                daemon.engine.round(req).await
+            }
+            Work::Answer(mut req) => {
+                req.request.live = Some(live);
+                daemon.engine.answer(req).await
+            }
+        };
+        let committed = outcome.as_ref().ok().map(|o| (o.run.as_str(), o.round));
+        let last_seq = if committed.is_some() && daemon.hub.watched(&session) {
+            let known = daemon.hub.last_seq(&session);
+            match daemon.store.events(&session, known).await {
+                Ok(events) => Some(events.last().map_or(known, |(seq, _)| *seq)),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        daemon.hub.finish_round(&feed, committed, last_seq);
+        outcome
+    });
+    match task.await {
+        Ok(outcome) => outcome.map_err(engine_error),
+        Err(e) => Err(ApiError::internal(format!(
+            "the round stopped unexpectedly ({e}); its results were not committed — retry the round"
+        ))),
+    }
+}
+
+fn respond(outcome: &RoundOutcome, provider: Provider, report: bool) -> Response {
+    let body = if report {
+        outcome.report()
+    } else {
+        Value::Array(outcome.render(provider))
+    };
+    let mut response = Json(body).into_response();
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&outcome.round.to_string()) {
+        headers.insert("x-tooldispatch-round", v);
+    }
+    if let Some(v) = outcome
+        .pending
+        .as_ref()
+        .and_then(|p| HeaderValue::from_str(&p.task_hash).ok())
+    {
+        headers.insert("x-tooldispatch-pending", v);
+    }
+    response
+}
+
+/// `POST /v1/sessions/{id}/rounds?provider=&run=&report=`
+pub async fn round(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+    query: Result<Query<RoundQuery>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let id = session_id(id)?;
+    let Query(query) = query?;
+    let provider = provider(query.provider.as_deref())?;
+    let run = query.run.unwrap_or_else(|| "default".to_string());
+    if run.is_empty() || run.len() > 128 || run.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "bad_request",
+            "run must be 1–128 characters without control characters",
+        ));
+    }
+    let text = json_text(&headers, body)?;
+    let calls = provider.format().parse_reply(&text).map_err(|e| {
+        ApiError::bad_request(
+            "bad_reply",
+            format!("cannot read the body as a {provider} assistant message: {e}"),
+        )
+    })?;
+    let info = daemon.hub.session(&id);
+    let mut req = RoundRequest::new(id.clone(), run.clone(), provider, calls);
+    req.client_tools = (*info.client_tools).clone();
+    req.exclude = (*info.exclude).clone();
+    req.cancel = daemon.stop_rounds.child_token();
+    let outcome = dispatch(&daemon, id, run, Work::Round(req)).await?;
+    Ok(respond(
+        &outcome,
+        provider,
+        wants_report(query.report.as_deref()),
+    ))
+}
+
+/// `GET /v1/sessions/{id}/pending`
+pub async fn pending(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(id)?;
+    let tasks = daemon.engine.pending(&id).await.map_err(engine_error)?;
+    let tasks: Vec<Value> = tasks
+        .iter()
+        .map(|t| {
+            json!({"task": t.task_hash, "run": t.run, "tool": t.tool,
+                   "tool_call_id": t.tool_call_id, "questions": t.questions})
+        })
+        .collect();
+    Ok(Json(json!({"tasks": tasks})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answers {
+    task: String,
+    answers: Vec<String>,
+}
+
+/// `POST /v1/sessions/{id}/answers?provider=&report=`
+pub async fn answer(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+    query: Result<Query<RoundQuery>, QueryRejection>,
+    body: Result<Json<Answers>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let id = session_id(id)?;
+    let Query(query) = query?;
+    let provider = provider(query.provider.as_deref())?;
+    let Json(answers) = body?;
+    let mut req = AnswerRequest::new(id.clone(), answers.task, answers.answers);
+    req.request.provider = provider;
+    req.request.cancel = daemon.stop_rounds.child_token();
+    let outcome = dispatch(&daemon, id, String::new(), Work::Answer(req)).await?;
+    Ok(respond(
+        &outcome,
+        provider,
+        wants_report(query.report.as_deref()),
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmationsQuery {
+    session: Option<String>,
+}
+
+/// `GET /v1/confirmations?session=`
+pub async fn confirmations(
+    State(daemon): State<Arc<Daemon>>,
+    query: Result<Query<ConfirmationsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query?;
+    Ok(Json(
+        json!({"confirmations": daemon.hub.confirmations(query.session.as_deref())}),
+    ))
+}
+
+/// `POST /v1/confirmations/{id}`
+pub async fn resolve_confirmation(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+    body: Result<Json<ConfirmReply>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(reply) = body?;
+    let approve = reply.approve;
+    if daemon.hub.resolve(&id, reply) {
+        Ok(Json(json!({"id": id, "approve": approve})))
+    } else {
+        Err(ApiError::not_found(
+            "no_such_confirmation",
+            format!(
+                "no call waits for confirmation {id}: it was answered, it expired (5 minutes), or its round ended; GET /v1/confirmations lists the ones that wait"
+            ),
+        ))
+    }
+}
+
+/// Any path no route takes.
+pub async fn no_route() -> ApiError {
+    ApiError::not_found(
+        "not_found",
+        "no such endpoint; the API is under /v1 (see the README's HTTP API section)",
+    )
+}

@@ -1,0 +1,22 @@
+//! The web console: three static files compiled into the binary (no build step).
+
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
+
+pub async fn index() -> Html<&'static str> {
+    Html(include_str!("../console/index.html"))
+}
+
+pub async fn script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../console/console.js"),
+    )
+}
+
+pub async fn style() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("../console/console.css"),
+    )
+}

@@ -1,0 +1,502 @@
+//! The daemon's live side: the sessions it has seen, each one's feed of events, who watches,
+//! and the confirmations waiting for an answer. The hub is the daemon's [`Confirmer`]: a
+//! call that needs approval waits for a watching client, and is declined at once when nobody
+//! watches (the headless rule, DESIGN §3).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use dispatch_engine::{ClientTool, ConfirmReply, ConfirmRequest, Confirmer, Event, EventSink};
+use dispatch_store::EventJson;
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Events a slow watcher may fall behind by before it must catch up from the store.
+const FEED_CAPACITY: usize = 1024;
+
+/// One message of a session's feed. `round` is the daemon's ticket for the round it belongs
+/// to (rounds of a session are numbered in the order this process started them), so a
+/// watcher that replayed the store can tell which live messages it has already seen.
+#[derive(Clone, Debug)]
+pub enum Feed {
+    /// An engine event of a round in flight, or a daemon event (JSON text).
+    Live { round: u64, json: Arc<str> },
+    /// The round ended. `last_seq` is the store's sequence number of its last event when it
+    /// committed and someone watched; `json` is the `Committed` marker to send.
+    Finished {
+        round: u64,
+        last_seq: Option<u64>,
+        json: Arc<str>,
+    },
+}
+
+/// A session as the daemon knows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionInfo {
+    pub id: Arc<str>,
+    pub created_ms: u64,
+    pub last_active_ms: u64,
+    /// Rounds (and answers) dispatched by this process.
+    pub rounds: u64,
+    /// Clients subscribed to this session's events right now.
+    pub watchers: usize,
+    #[serde(skip)]
+    pub client_tools: Arc<Vec<ClientTool>>,
+    #[serde(skip)]
+    pub exclude: Arc<Vec<String>>,
+}
+
+struct SessionState {
+    info: SessionInfo,
+    feed: broadcast::Sender<Feed>,
+    /// Held across a round and its `Finished` marker, so markers follow commit order.
+    lock: Arc<tokio::sync::Mutex<()>>,
+    /// Tickets handed out so far.
+    started: u64,
+    /// The ticket of the round in flight.
+    current: Option<u64>,
+    /// The highest event sequence number known to be committed.
+    last_seq: u64,
+}
+
+/// A confirmation waiting for an answer, as the API lists it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Confirmation {
+    pub id: String,
+    pub session: String,
+    pub run: String,
+    pub tool_id: String,
+    pub tool_name: String,
+    pub tool_args: Arc<str>,
+    pub why: String,
+    pub remember_rule: String,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+}
+
+struct Waiting {
+    view: Confirmation,
+    reply: oneshot::Sender<ConfirmReply>,
+}
+
+/// Why a session could not be created.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CreateError {
+    Exists,
+}
+
+pub struct Hub {
+    sessions: Mutex<HashMap<Arc<str>, SessionState>>,
+    /// Every session's feed, tagged with the session, for the console's overview.
+    global: broadcast::Sender<(Arc<str>, Feed)>,
+    confirmations: Mutex<HashMap<String, Waiting>>,
+    next_confirmation: AtomicU64,
+    confirm_timeout: Duration,
+    /// Set when the daemon shuts down: waiting confirmations are declined, none are taken.
+    closing: CancellationToken,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these maps leaves it consistent (every update is one
+    // insert or remove), so a poisoned lock is still safe to use.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Hub {
+    pub fn new(confirm_timeout: Duration) -> Arc<Hub> {
+        let (global, _) = broadcast::channel(FEED_CAPACITY);
+        Arc::new(Hub {
+            sessions: Mutex::new(HashMap::new()),
+            global,
+            confirmations: Mutex::new(HashMap::new()),
+            next_confirmation: AtomicU64::new(1),
+            confirm_timeout,
+            closing: CancellationToken::new(),
+        })
+    }
+
+    fn new_state(
+        id: &Arc<str>,
+        client_tools: Vec<ClientTool>,
+        exclude: Vec<String>,
+    ) -> SessionState {
+        let now = now_ms();
+        SessionState {
+            info: SessionInfo {
+                id: id.clone(),
+                created_ms: now,
+                last_active_ms: now,
+                rounds: 0,
+                watchers: 0,
+                client_tools: Arc::new(client_tools),
+                exclude: Arc::new(exclude),
+            },
+            feed: broadcast::channel(FEED_CAPACITY).0,
+            lock: Arc::default(),
+            started: 0,
+            current: None,
+            last_seq: 0,
+        }
+    }
+
+    /// Register a session (`POST /v1/sessions`).
+    pub fn create(
+        &self,
+        id: &str,
+        client_tools: Vec<ClientTool>,
+        exclude: Vec<String>,
+    ) -> Result<SessionInfo, CreateError> {
+        let mut sessions = lock(&self.sessions);
+        if sessions.contains_key(id) {
+            return Err(CreateError::Exists);
+        }
+        let id: Arc<str> = Arc::from(id);
+        let state = Self::new_state(&id, client_tools, exclude);
+        let info = state.info.clone();
+        sessions.insert(id, state);
+        Ok(info)
+    }
+
+    /// The session, registered on first use.
+    pub fn session(&self, id: &str) -> SessionInfo {
+        let mut sessions = lock(&self.sessions);
+        if let Some(state) = sessions.get(id) {
+            let mut info = state.info.clone();
+            info.watchers = state.feed.receiver_count();
+            return info;
+        }
+        let id: Arc<str> = Arc::from(id);
+        let state = Self::new_state(&id, Vec::new(), Vec::new());
+        let info = state.info.clone();
+        sessions.insert(id, state);
+        info
+    }
+
+    /// Every session, most recently active first.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        let sessions = lock(&self.sessions);
+        let mut list: Vec<SessionInfo> = sessions
+            .values()
+            .map(|s| {
+                let mut info = s.info.clone();
+                info.watchers = s.feed.receiver_count();
+                info
+            })
+            .collect();
+        list.sort_by(|a, b| {
+            b.last_active_ms
+                .cmp(&a.last_active_ms)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        list
+    }
+
+    /// The lock a round of this session holds from start to `Finished` marker.
+    pub fn round_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.session(id);
+        lock(&self.sessions)
+            .get(id)
+            .map(|s| s.lock.clone())
+            .unwrap_or_default()
+    }
+
+    /// Subscribe to a session's feed (the subscription makes the session watched).
+    pub fn watch(&self, id: &str) -> broadcast::Receiver<Feed> {
+        self.session(id);
+        let sessions = lock(&self.sessions);
+        match sessions.get(id) {
+            Some(s) => s.feed.subscribe(),
+            None => broadcast::channel(1).1,
+        }
+    }
+
+    /// Rounds of the session started so far (see [`Feed`]).
+    pub fn rounds_started(&self, id: &str) -> u64 {
+        lock(&self.sessions).get(id).map_or(0, |s| s.started)
+    }
+
+    /// A watcher replayed the store up to `seq`.
+    pub fn note_seq(&self, id: &str, seq: u64) {
+        if let Some(s) = lock(&self.sessions).get_mut(id) {
+            s.last_seq = s.last_seq.max(seq);
+        }
+    }
+
+    pub fn watch_all(&self) -> broadcast::Receiver<(Arc<str>, Feed)> {
+        self.global.subscribe()
+    }
+
+    fn send(&self, session: &Arc<str>, feed: &broadcast::Sender<Feed>, item: Feed) {
+        if self.global.receiver_count() > 0 {
+            let _ = self.global.send((session.clone(), item.clone()));
+        }
+        if feed.receiver_count() > 0 {
+            let _ = feed.send(item);
+        }
+    }
+
+    /// A round of `session` starts: its ticket, and the sink its live events go to.
+    pub fn start_round(self: &Arc<Self>, id: &str, run: &str) -> RoundFeed {
+        self.session(id);
+        let mut sessions = lock(&self.sessions);
+        let Some(state) = sessions.get_mut(id) else {
+            // `session` just registered it; only a concurrent removal (none exists) lands here.
+            return RoundFeed::detached(id);
+        };
+        state.started += 1;
+        state.current = Some(state.started);
+        state.info.rounds += 1;
+        state.info.last_active_ms = now_ms();
+        let round = state.started;
+        let session = state.info.id.clone();
+        let feed = state.feed.clone();
+        drop(sessions);
+        let started = json!({"type": "RoundStarted", "run": run});
+        self.send(
+            &session,
+            &feed,
+            Feed::Live {
+                round,
+                json: Arc::from(started.to_string()),
+            },
+        );
+        RoundFeed {
+            session,
+            round,
+            feed,
+            global: self.global.clone(),
+        }
+    }
+
+    /// Whether anyone would see the round's `Finished` marker (then it is worth reading the
+    /// store for the last sequence number).
+    pub fn watched(&self, id: &str) -> bool {
+        self.global.receiver_count() > 0
+            || lock(&self.sessions)
+                .get(id)
+                .is_some_and(|s| s.feed.receiver_count() > 0)
+    }
+
+    pub fn last_seq(&self, id: &str) -> u64 {
+        lock(&self.sessions).get(id).map_or(0, |s| s.last_seq)
+    }
+
+    /// The round ended; `committed` carries its run, number and last event sequence number
+    /// when it committed.
+    pub fn finish_round(
+        &self,
+        feed: &RoundFeed,
+        committed: Option<(&str, u64)>,
+        last_seq: Option<u64>,
+    ) {
+        let mut sessions = lock(&self.sessions);
+        if let Some(state) = sessions.get_mut(&*feed.session) {
+            if state.current == Some(feed.round) {
+                state.current = None;
+            }
+            if let Some(seq) = last_seq {
+                state.last_seq = state.last_seq.max(seq);
+            }
+            state.info.last_active_ms = now_ms();
+        }
+        drop(sessions);
+        let marker = match committed {
+            Some((run, round)) => {
+                json!({"type": "Committed", "run": run, "round": round, "last_event_id": last_seq})
+            }
+            None => {
+                json!({"type": "RoundEnded", "text": "the round ended without committing results"})
+            }
+        };
+        self.send(
+            &feed.session,
+            &feed.feed,
+            Feed::Finished {
+                round: feed.round,
+                last_seq,
+                json: Arc::from(marker.to_string()),
+            },
+        );
+    }
+
+    /// A daemon event for a session's round in flight (or its latest round).
+    fn announce(&self, id: &str, value: serde_json::Value) {
+        let sessions = lock(&self.sessions);
+        let Some(state) = sessions.get(id) else {
+            return;
+        };
+        let round = state.current.unwrap_or(state.started);
+        let (session, feed) = (state.info.id.clone(), state.feed.clone());
+        drop(sessions);
+        self.send(
+            &session,
+            &feed,
+            Feed::Live {
+                round,
+                json: Arc::from(value.to_string()),
+            },
+        );
+    }
+
+    /// Confirmations waiting now, oldest first; only one session's when given.
+    pub fn confirmations(&self, session: Option<&str>) -> Vec<Confirmation> {
+        let waiting = lock(&self.confirmations);
+        let mut list: Vec<Confirmation> = waiting
+            .values()
+            .filter(|w| session.is_none_or(|s| w.view.session == s))
+            .map(|w| w.view.clone())
+            .collect();
+        list.sort_by(|a, b| {
+            a.created_ms
+                .cmp(&b.created_ms)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        list
+    }
+
+    /// Answer a waiting confirmation; `false` when there is none by that id (answered,
+    /// expired, or never asked).
+    pub fn resolve(&self, id: &str, reply: ConfirmReply) -> bool {
+        let Some(waiting) = lock(&self.confirmations).remove(id) else {
+            return false;
+        };
+        let approve = reply.approve;
+        // The round may have stopped waiting a moment ago (timeout, cancel): then the answer
+        // has no one to go to, which is what the caller is told.
+        let delivered = waiting.reply.send(reply).is_ok();
+        if delivered {
+            self.announce(
+                &waiting.view.session,
+                json!({"type": "ConfirmationResolved", "id": id, "approve": approve}),
+            );
+        }
+        delivered
+    }
+
+    /// The daemon is stopping: decline what waits, and take no new confirmations.
+    pub fn close(&self) {
+        self.closing.cancel();
+        let waiting: Vec<Waiting> = lock(&self.confirmations).drain().map(|(_, w)| w).collect();
+        for w in waiting {
+            let _ = w.reply.send(ConfirmReply {
+                approve: false,
+                reason: Some("the daemon is shutting down".into()),
+                ..ConfirmReply::default()
+            });
+        }
+    }
+
+    pub fn closing(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
+    pub fn closed(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.closing.cancelled()
+    }
+}
+
+/// Removes a confirmation that stopped waiting (timed out, round cancelled) from the list.
+struct Forget<'a> {
+    hub: &'a Hub,
+    id: String,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        lock(&self.hub.confirmations).remove(&self.id);
+    }
+}
+
+#[async_trait]
+impl Confirmer for Hub {
+    async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply {
+        let (tx, rx) = oneshot::channel();
+        let n = self.next_confirmation.fetch_add(1, Ordering::Relaxed);
+        let id = format!("cf-{n}");
+        let created_ms = now_ms();
+        let limit = u64::try_from(self.confirm_timeout.as_millis()).unwrap_or(u64::MAX);
+        let view = Confirmation {
+            id: id.clone(),
+            session: request.session.clone(),
+            run: request.run.clone(),
+            tool_id: request.tool_id.clone(),
+            tool_name: request.tool_name.clone(),
+            tool_args: request.tool_args.clone(),
+            why: request.why.clone(),
+            remember_rule: request.remember_rule.clone(),
+            created_ms,
+            expires_ms: created_ms.saturating_add(limit),
+        };
+        let announcement = json!({"type": "ConfirmationRequested", "confirmation": &view});
+        lock(&self.confirmations).insert(id.clone(), Waiting { view, reply: tx });
+        let _forget = Forget { hub: self, id };
+        self.announce(&request.session, announcement);
+        tokio::select! {
+            reply = rx => reply.unwrap_or_else(|_| ConfirmReply {
+                approve: false,
+                reason: Some("the daemon is shutting down".into()),
+                ..ConfirmReply::default()
+            }),
+            () = self.closing.cancelled() => ConfirmReply {
+                approve: false,
+                reason: Some("the daemon is shutting down".into()),
+                ..ConfirmReply::default()
+            },
+        }
+    }
+
+    /// Someone can approve only while a client watches this session, or every session.
+    fn available(&self, request: &ConfirmRequest) -> bool {
+        !self.closing() && self.watched(&request.session)
+    }
+}
+
+/// Where one round's live events go: the session's feed and the global one.
+pub struct RoundFeed {
+    pub session: Arc<str>,
+    pub round: u64,
+    feed: broadcast::Sender<Feed>,
+    global: broadcast::Sender<(Arc<str>, Feed)>,
+}
+
+impl RoundFeed {
+    fn detached(id: &str) -> RoundFeed {
+        RoundFeed {
+            session: Arc::from(id),
+            round: 0,
+            feed: broadcast::channel(1).0,
+            global: broadcast::channel(1).0,
+        }
+    }
+}
+
+impl EventSink for RoundFeed {
+    fn send(&self, event: &Arc<Event>) {
+        let watched = self.feed.receiver_count() > 0;
+        let everywhere = self.global.receiver_count() > 0;
+        if !watched && !everywhere {
+            return;
+        }
+        let item = Feed::Live {
+            round: self.round,
+            json: Arc::from(event.to_json()),
+        };
+        if everywhere {
+            let _ = self.global.send((self.session.clone(), item.clone()));
+        }
+        if watched {
+            let _ = self.feed.send(item);
+        }
+    }
+}

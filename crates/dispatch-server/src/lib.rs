@@ -1,0 +1,114 @@
+//! dispatch-server: the HTTP daemon (DESIGN §5). An agent in any language posts a model reply
+//! as a round and gets the tool-result messages back; watchers follow every session's events
+//! as SSE, approve confirmations and answer ask_user; the web console at `/` does all of that
+//! in a browser.
+//!
+//! Read [`api`] (the endpoints), [`stream`] (SSE), [`hub`] (live state and the HTTP
+//! confirmer), [`access`] (who may call).
+
+pub mod access;
+pub mod api;
+mod console;
+pub mod error;
+pub mod hub;
+pub mod stream;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use dispatch_engine::Engine;
+use dispatch_store::SessionStore;
+use tokio_util::sync::CancellationToken;
+
+pub use access::Access;
+pub use hub::Hub;
+
+/// The largest request body taken (a model reply with its tool arguments).
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// How long shutdown waits for rounds in flight before cancelling them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// What the handlers share.
+pub struct Daemon {
+    pub engine: Arc<Engine>,
+    /// The engine's confirmer, and the sessions' live feeds.
+    pub hub: Arc<Hub>,
+    /// Where the events log is read from for replay.
+    pub store: Arc<dyn SessionStore>,
+    /// Cancelled when the shutdown grace period ends: rounds still running stop, commit
+    /// nothing, and their started mutating calls are reported interrupted later.
+    pub stop_rounds: CancellationToken,
+}
+
+impl Daemon {
+    /// A daemon over an engine whose confirmer is `hub`.
+    pub fn new(engine: Arc<Engine>, hub: Arc<Hub>, store: Arc<dyn SessionStore>) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            engine,
+            hub,
+            store,
+            stop_rounds: CancellationToken::new(),
+        })
+    }
+}
+
+/// The whole API, the console, and the access rules in front of them.
+pub fn router(daemon: Arc<Daemon>, access: Access) -> Router {
+    let api = Router::new()
+        .route("/v1/health", get(api::health))
+        .route("/v1/version", get(api::version))
+        .route(
+            "/v1/sessions",
+            post(api::create_session).get(api::list_sessions),
+        )
+        .route("/v1/sessions/{id}/tools", get(api::tools))
+        .route("/v1/sessions/{id}/rounds", post(api::round))
+        .route("/v1/sessions/{id}/events", get(stream::session_events))
+        .route("/v1/sessions/{id}/pending", get(api::pending))
+        .route("/v1/sessions/{id}/answers", post(api::answer))
+        .route("/v1/confirmations", get(api::confirmations))
+        .route("/v1/confirmations/{id}", post(api::resolve_confirmation))
+        .route("/v1/events", get(stream::all_events))
+        .route("/", get(console::index))
+        .route("/console.js", get(console::script))
+        .route("/console.css", get(console::style))
+        .fallback(api::no_route)
+        .with_state(daemon);
+    api.layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(access),
+            access::guard,
+        ))
+}
+
+/// Serve until `shutdown` resolves; then stop taking rounds, decline waiting confirmations,
+/// end the event streams, and give rounds in flight [`SHUTDOWN_GRACE`] to finish before
+/// cancelling them.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    daemon: Arc<Daemon>,
+    access: Access,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(daemon.clone(), access);
+    let hub = daemon.hub.clone();
+    let stop_rounds = daemon.stop_rounds.clone();
+    let stopping = async move {
+        shutdown.await;
+        hub.close();
+        // Rounds still running after the grace period are cancelled; axum then finishes
+        // their requests with the `interrupted` error.
+        tokio::spawn(async move {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            stop_rounds.cancel();
+        });
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stopping)
+        .await
+}

@@ -1,0 +1,88 @@
+//! `tooldispatch serve`: the HTTP daemon (dispatch-server) over the engine, the built-in
+//! tools and the store.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use clap::Args;
+use dispatch_engine::{ApproveAll, Confirmer};
+use dispatch_server::{Access, Daemon, Hub};
+
+use crate::config::Config;
+use crate::{Approve, CliError, Common, setup};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Where to listen. On loopback (the default) no token is needed; any other address
+    /// requires `Authorization: Bearer <token>` (the token is generated on first start).
+    #[arg(long, default_value = "127.0.0.1:7878", env = "TOOLDISPATCH_ADDR")]
+    addr: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    let config = Config::load(args.common.config.as_deref())?;
+    let engine_config_timeout = dispatch_engine::EngineConfig::new(".").confirm_timeout;
+    let hub = Hub::new(engine_config_timeout);
+    // Confirmations go to whoever watches the session (the console or an API client);
+    // `--approve all` approves everything instead.
+    let confirmer: Arc<dyn Confirmer> = match args.common.approve {
+        Approve::All => Arc::new(ApproveAll),
+        Approve::None => hub.clone(),
+        Approve::Ask => {
+            return Err(CliError::input(
+                "serve has no terminal to ask at: approve calls in the web console or with POST /v1/confirmations/{id} (or use --approve all)",
+            ));
+        }
+    };
+    let (engine, store) = setup::build(&args.common, None, &config, confirmer)?;
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .map_err(|e| CliError::failed(format!("cannot listen on {}: {e}", args.addr)))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| CliError::failed(format!("cannot read the listening address: {e}")))?;
+    let mut access = Access {
+        token: None,
+        cors_origins: config.server.cors_origins.clone(),
+    };
+    if !local.ip().is_loopback() {
+        let path = setup::data_dir().join("daemon-token");
+        let (token, created) =
+            dispatch_server::access::load_or_create_token(&path).map_err(|e| {
+                CliError::failed(format!(
+                    "cannot set up the API token in {}: {e}",
+                    path.display()
+                ))
+            })?;
+        if created {
+            eprintln!(
+                "tooldispatch: a token is required on {local}; it is stored in {} (mode 0600) and shown this once:\n{token}",
+                path.display()
+            );
+        } else {
+            eprintln!(
+                "tooldispatch: a token is required on {local}: send `Authorization: Bearer <the token in {}>`",
+                path.display()
+            );
+        }
+        access.token = Some(token);
+    }
+    let sweeper = dispatch_store::spawn_sweeper(store.clone(), dispatch_store::SWEEP_EVERY, |e| {
+        eprintln!("tooldispatch: the cache sweep failed (retried in 10 min): {e}");
+    });
+    let daemon = Daemon::new(Arc::new(engine), hub, store);
+    {
+        // The first stdout line is the address, for scripts and tests that bind port 0.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{local}").and_then(|_| out.flush());
+    }
+    eprintln!("tooldispatch: the web console is at http://{local}/");
+    let served = dispatch_server::serve(listener, daemon, access, async {
+        crate::commands::stop_requested().await;
+    })
+    .await;
+    sweeper.abort();
+    served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
+}
