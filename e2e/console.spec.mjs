@@ -142,7 +142,7 @@ try {
   const markStatus = statusOf(marks.json);
   const get4 = marks.json.results.find((r) => r.tool_call_id === 'get4');
   check(markStatus.calc3 === 'deduped', `the repeated calculation has status ${markStatus.calc3}, not deduped`);
-  check(get4.content.startsWith('(cached'), `the repeated GET was not served from the cache: ${get4.content}`);
+  check(/^(\[http_request\] )?\(cached/.test(get4.content), `the repeated GET was not served from the cache: ${get4.content}`);
   await page.waitForSelector('[data-testid="call-get4"][data-cached=true]', { timeout: WAIT });
   await page.waitForSelector('[data-testid="row-calc3"][data-status=deduped]', { timeout: WAIT });
   await page.waitForSelector(`[data-testid="row-calc4"][data-status=${markStatus.calc4}]`, { timeout: WAIT });
@@ -151,10 +151,11 @@ try {
 
   // (c) a call that needs approval, approved in the page; then one declined
   step = 'confirmation: approve';
-  const approvedPath = path.join(workdir, 'approved-by-console.txt');
-  const pendingRound = round(session, 'r3', reply(runTool('edit1', 'edit_file', { path: 'approved-by-console.txt', mode: 'write', content: 'approved in the browser\n' })));
+  const approvedName = `approved-${session}.txt`;
+  const approvedPath = path.join(workdir, approvedName);
+  const pendingRound = round(session, 'r3', reply(runTool('edit1', 'edit_file', { path: approvedName, mode: 'write', content: 'approved in the browser\n' })));
   pendingRound.catch(() => {});
-  const card = await page.waitForSelector('[data-testid="confirmation"]', { timeout: WAIT });
+  const card = await page.waitForSelector(`[data-testid="confirmation"][data-session="${session}"]`, { timeout: WAIT });
   const rule = await card.$eval('[data-testid="remember-rule"]', (el) => el.textContent);
   check(rule.includes('edit_file'), `the confirmation card shows remember rule ${JSON.stringify(rule)}, not an edit_file rule`);
   check(!fs.existsSync(approvedPath), 'the file exists before the call was approved');
@@ -163,20 +164,20 @@ try {
   const approved = await pendingRound;
   check(statusOf(approved.json).edit1 === 'ok', `the approved edit has status ${statusOf(approved.json).edit1}: ${approved.text}`);
   check(fs.readFileSync(approvedPath, 'utf8') === 'approved in the browser\n', `${approvedPath} does not hold what the approved call wrote`);
-  await page.waitForSelector('[data-testid="confirmation"]', { state: 'detached', timeout: WAIT });
+  await page.waitForSelector(`[data-testid="confirmation"][data-session="${session}"]`, { state: 'detached', timeout: WAIT });
   await page.waitForSelector('[data-testid="row-edit1"][data-status=ok]', { timeout: WAIT });
 
   step = 'confirmation: decline';
-  const declinedRound = round(session, 'r3', reply(runTool('edit2', 'edit_file', { path: 'declined.txt', mode: 'write', content: 'never\n' })));
+  const declinedRound = round(session, 'r3', reply(runTool('edit2', 'edit_file', { path: `declined-${session}.txt`, mode: 'write', content: 'never\n' })));
   declinedRound.catch(() => {});
-  const card2 = await page.waitForSelector('[data-testid="confirmation"]', { timeout: WAIT });
+  const card2 = await page.waitForSelector(`[data-testid="confirmation"][data-session="${session}"]`, { timeout: WAIT });
   await card2.$eval('input[type=text]', (i) => { i.value = 'not this file'; });
   await card2.$eval('[data-testid="decline"]', (b) => b.click());
   const declined = await declinedRound;
   const edit2 = declined.json.results.find((r) => r.tool_call_id === 'edit2');
   check(edit2.status === 'declined', `the declined edit has status ${edit2.status}`);
   check(edit2.content.includes('not this file'), `the decline reason is not in the result the model reads: ${edit2.content}`);
-  check(!fs.existsSync(path.join(workdir, 'declined.txt')), 'the declined call wrote its file');
+  check(!fs.existsSync(path.join(workdir, `declined-${session}.txt`)), 'the declined call wrote its file');
   await page.waitForSelector('[data-testid="row-edit2"][data-status=declined]', { timeout: WAIT });
 
   // (d) ask_user: the run parks, the page answers
@@ -190,13 +191,13 @@ try {
     state: { objective: 'set up storage', completed: [], next_steps: ['write the config'] },
   })));
   check(ask.headers.get('x-tooldispatch-pending'), `the ask_user round has no x-tooldispatch-pending header: ${ask.text}`);
-  const form = await page.waitForSelector('[data-testid="ask-form"]', { timeout: WAIT });
+  const form = await page.waitForSelector(`[data-testid="ask-form"][data-session="${session}"]`, { timeout: WAIT });
   check((await form.$$('input[type=password]')).length === 1, 'the secret question has no password input');
   await form.$eval('input[type=radio][value="2"]', (r) => r.click());
   await (await form.$('input[type=password]')).fill(secretValue);
   await shot('4-ask');
   await (await form.$('[data-testid="ask-submit"]')).click();
-  await page.waitForSelector('[data-testid="ask-form"]', { state: 'detached', timeout: WAIT });
+  await page.waitForSelector(`[data-testid="ask-form"][data-session="${session}"]`, { state: 'detached', timeout: WAIT });
   const left = await ok('GET', `/v1/sessions/${session}/pending`);
   check(left.json.tasks.length === 0, `the answered task is still pending: ${left.text}`);
   await page.waitForSelector('[data-testid="row-ask1"][data-status=ok]', { timeout: WAIT });
@@ -220,6 +221,7 @@ try {
   // A narrow screen, replaying the whole session from the store.
   step = 'narrow screen';
   const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+  page = phone; // a failure's screenshot shows this page
   watch(phone);
   await phone.goto(base);
   await phone.click(`[data-testid="session-${session}"]`, { timeout: WAIT });
@@ -227,7 +229,7 @@ try {
   await phone.waitForSelector('[data-testid="call-get1"][data-status=ok]', { timeout: WAIT });
   const width = await phone.evaluate(() => document.documentElement.scrollWidth);
   check(width <= 390, `the page is ${width}px wide on a 390px screen (it scrolls sideways)`);
-  await shot('6-mobile', phone);
+  await shot('6-mobile');
 
   check(pageErrors.length === 0, `the page logged errors:\n${pageErrors.join('\n')}`);
   log('all steps passed');

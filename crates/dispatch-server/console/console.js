@@ -83,6 +83,8 @@ const STATUS_TONE = {
   ok: 'ok', failed: 'bad', invalid: 'bad', timed_out: 'bad', interrupted: 'bad',
   declined: 'warn', refused: 'warn', not_found: 'warn', deduped: 'info',
 };
+// A result served from the cache starts with its age: "(cached 7 min ago, …" (maybe after "[tool] ").
+const isCached = (c) => c.result !== null && /^(\[[^\]\n]*\] )?\(cached/.test(c.result);
 const tone = (status) => STATUS_TONE[status] || 'neutral';
 
 // --- sessions ---
@@ -172,9 +174,11 @@ function newRound() {
 
 function currentRound(ev) {
   let r = S.rounds[S.rounds.length - 1];
-  const fresh = !r || r.committed ||
-    // Stored rounds may come without markers: a call id seen again, or the clock going back, starts one.
-    (ev.type === 'ToolCall' && (r.calls.has(ev.tool_id) || (ev.at_ms !== undefined && ev.at_ms < r.lastAt)));
+  // Stored rounds are replayed without markers: within a round at_ms never goes back, and a
+  // call that already has its result (or passed its checks) does not start again.
+  const seen = r && ev.tool_id && r.calls.get(ev.tool_id);
+  const fresh = !r || r.committed || (typeof ev.at_ms === 'number' && ev.at_ms < r.lastAt) ||
+    (seen && (seen.status !== null || (ev.type === 'ToolCall' && seen.checkAt !== undefined)));
   if (!fresh) return r;
   if (r) { r.committed = true; schedule(r); } // replayed rounds are stored, so committed
   return newRound();
@@ -226,7 +230,7 @@ function onSessionEvent(ev, live) {
     case 'ToolConfirm': c.confirm = { text: ev.text, rule: ev.remember_rule }; break;
     case 'ToolResult': c.status = ev.status; c.result = ev.result; if (!c.args) c.args = ev.tool_args; break;
     case 'TodoUpdate': S.todos = ev.todos || []; renderTodos(); break;
-    case 'Pending': r.pending = ev.task_hash; loadPending(); break;
+    case 'Pending': r.pending = ev.task_hash; loadPending(); break; // the asking call comes with the answer
     case 'ClientToolCall': r.notes.push(['neutral', `handed ${(ev.client_tool_calls || []).length} client tool call(s) back to the caller`]); break;
     case 'Canceled': r.notes.push(['warn', `canceled: ${ev.text}`]); break;
     case 'Error': r.notes.push(['bad', ev.text]); break;
@@ -263,12 +267,13 @@ function renderRound(r) {
   for (const c of calls) if (c.status) counts[c.status] = (counts[c.status] || 0) + 1;
 
   const settled = r.committed || r.pending || (calls.length > 0 && calls.every((c) => c.status));
-  const title = r.number ? `Round ${r.number}` : settled ? 'Round' : 'Round (running)';
+  const title = `${r.run ? `run ${r.run} · ` : ''}${r.number ? `round ${r.number}` : settled ? 'round' : 'round (running)'}`;
+  const waiting = r.pending && S.pending.some((t) => t.task === r.pending);
   const head = h('header', { class: 'round-head' },
     h('h4', {}, title),
-    h('span', { class: 'muted small' }, [r.run ? `run ${r.run}` : null, `${calls.length} call${calls.length === 1 ? '' : 's'}`, ms(r.lastAt)].filter(Boolean).join(' · ')),
+    h('span', { class: 'muted small' }, [`${calls.length} call${calls.length === 1 ? '' : 's'}`, ms(r.lastAt)].filter(Boolean).join(' · ')),
     settled ? null : h('span', { class: 'badge live' }, 'live'),
-    r.pending ? h('span', { class: 'badge warn' }, 'waiting on the user') : null,
+    r.pending ? h('span', { class: `badge ${waiting ? 'warn' : 'neutral'}` }, waiting ? 'waiting on the user' : 'answered; the answer is the next round') : null,
     h('span', { class: 'counts' }, Object.entries(counts).map(([s, n]) => h('span', { class: `chip ${tone(s)}` }, `${n} ${s}`))));
 
   const lanes = [];
@@ -276,13 +281,16 @@ function renderRound(r) {
   for (const c of calls) {
     if (c.start === null) continue;
     const end = c.end === null ? total : c.end;
-    const cached = c.result !== null && c.result.startsWith('(cached');
+    const cached = isCached(c);
     const status = c.status || (c.end === null ? 'running' : 'ended');
+    const left = c.start / total;
+    // A short bar shows its label beside it, on the side with room.
+    const narrow = (end - c.start) / total < 0.15 ? (left > 0.5 ? ' narrow flip' : ' narrow') : '';
     lanes[c.lane].append(h('div', {
-      class: `bar ${c.status ? tone(c.status) : 'running'}${cached ? ' cached' : ''}`,
+      class: `bar ${c.status ? tone(c.status) : 'running'}${cached ? ' cached' : ''}${narrow}`,
       'data-testid': `call-${c.id}`, 'data-status': status, 'data-lane': c.lane, 'data-cached': cached ? 'true' : null,
       title: `${c.name} ${c.id}: ${ms(c.start)} → ${c.end === null ? 'running' : ms(c.end)} (${ms(end - c.start)})`,
-      style: { left: `${(c.start / total) * 100}%`, width: `max(6px, ${((end - c.start) / total) * 100}%)` },
+      style: { left: `min(${left * 100}%, calc(100% - 6px))`, width: `max(6px, ${((end - c.start) / total) * 100}%)` },
     }, h('span', {}, `${c.name} ${ms(end - c.start)}`)));
   }
   const chart = laneCount
@@ -292,10 +300,14 @@ function renderRound(r) {
     : null;
 
   const rows = calls.map((c, i) => {
-    const cached = c.result !== null && c.result.startsWith('(cached');
-    const check = c.skipped !== null ? h('span', { class: 'chip warn', title: c.skipped }, 'stopped')
-      : c.confirm ? h('span', { class: 'chip neutral', title: c.confirm.text }, 'asked')
-        : c.start !== null ? h('span', { class: 'chip ok' }, 'passed') : h('span', { class: 'muted' }, c.status ? '—' : '…');
+    const cached = isCached(c);
+    const chip = (t, label, title) => h('span', { class: `chip ${t}`, title }, label);
+    const check = c.skipped !== null ? chip('warn', c.confirm ? 'declined' : 'stopped', c.skipped)
+      : c.checkAt !== undefined || c.start !== null ? chip('ok', c.confirm ? 'approved' : 'passed', c.confirm && c.confirm.text)
+        : c.status === 'deduped' ? chip('info', 'remembered', 'the same call already had a result in this run')
+          : c.status === 'not_run' ? chip('neutral', 'not run')
+            : c.status ? chip('warn', 'stopped')
+              : c.confirm ? chip('neutral', 'asking…', c.confirm.text) : h('span', { class: 'muted' }, '…');
     const run = c.start === null ? h('span', { class: 'muted' }, '—')
       : h('span', {}, c.end === null ? 'running…' : ms(c.end - c.start), h('span', { class: 'muted small' }, ` lane ${c.lane + 1}`));
     const result = c.status ? h('span', { class: `chip ${tone(c.status)}`, 'data-testid': 'result-status' }, c.status)
@@ -319,6 +331,7 @@ function renderRound(r) {
   const open = new Set([...r.el.querySelectorAll('details[open]')].map((d) => d.closest('li').dataset.testid));
   r.el.replaceChildren(...[head, chart,
     ...r.notes.map(([t, text]) => h('p', { class: `note ${t}` }, text)),
+    r.pending && !calls.length ? h('p', { class: 'muted small' }, `ask_user parked the run (task ${r.pending}); the other calls of this reply did not run.`) : null,
     calls.length ? h('div', { class: 'calls-head muted small', 'aria-hidden': 'true' }, h('span', {}, 'call'), h('span', {}, '1 · check'), h('span', {}, '2 · run'), h('span', {}, '3 · result')) : null,
     h('ol', { class: 'calls' }, rows)].filter(Boolean));
   for (const d of r.el.querySelectorAll('details')) if (open.has(d.closest('li').dataset.testid)) d.open = true;
@@ -382,7 +395,7 @@ function confirmationCard(c) {
   };
   buttons.push(h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => answer(true) }, 'Approve'));
   buttons.push(h('button', { type: 'button', class: 'danger', 'data-testid': 'decline', onclick: () => answer(false) }, 'Decline'));
-  const card = h('article', { class: 'card confirm', 'data-testid': 'confirmation', 'data-id': c.id, 'aria-label': `Approve ${c.tool_name}?` },
+  const card = h('article', { class: 'card confirm', 'data-testid': 'confirmation', 'data-id': c.id, 'data-session': c.session, 'aria-label': `Approve ${c.tool_name}?` },
     h('header', {}, h('strong', {}, `${c.tool_name}`), h('span', { class: 'muted small' }, ` wants to run · session ${c.session} · call ${c.tool_id}`), expires),
     h('p', { class: 'why' }, c.why),
     h('pre', { class: 'args' }, clip(c.tool_args || '', 3000)),
@@ -407,7 +420,11 @@ async function loadPending() {
   if (!id) return;
   try {
     const tasks = (await api(`/v1/sessions/${encodeURIComponent(id)}/pending`)).tasks || [];
-    if (S.selected === id) { S.pending = tasks; renderAsks(); }
+    if (S.selected === id) {
+      S.pending = tasks;
+      renderAsks();
+      for (const r of S.rounds) if (r.pending) schedule(r);
+    }
   } catch (e) {
     showError(`Cannot read what session ${id} waits on (${e.message}).`);
   }
@@ -444,7 +461,7 @@ function askForm(t) {
       h('div', { class: 'field' }, h('label', { for: `${name}-text` }, q.secret ? 'Secret (stored encrypted, never shown to the model)' : opts.length ? 'Or your own answer' : 'Your answer'), free));
   });
   const submit = h('button', { type: 'submit', class: 'primary', 'data-testid': 'ask-submit' }, 'Send answer');
-  const form = h('form', { class: 'card ask', 'data-testid': 'ask-form', 'data-task': t.task },
+  const form = h('form', { class: 'card ask', 'data-testid': 'ask-form', 'data-task': t.task, 'data-session': S.selected },
     h('header', {}, h('strong', {}, t.tool === 'store_secret' ? 'The agent needs a secret' : 'The agent asks'),
       h('span', { class: 'muted small' }, ` · session ${S.selected} · run ${t.run} · call ${t.tool_call_id}`)),
     sets, h('div', { class: 'actions' }, submit), status);
