@@ -51,7 +51,8 @@ fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
     if bytes.len() < 24 || &bytes[..8] != signature || &bytes[12..16] != b"IHDR" {
         return None;
     }
-    let word = |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let word =
+        |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
     Some((word(16), word(20)))
 }
 
@@ -62,7 +63,9 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
     if !missing.is_empty() {
         let what = missing.join(", ");
         if std::env::var("TOOLDISPATCH_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("TOOLDISPATCH_REQUIRE_BROWSER=1 but the browser test cannot run: missing {what}");
+            panic!(
+                "TOOLDISPATCH_REQUIRE_BROWSER=1 but the browser test cannot run: missing {what}"
+            );
         }
         eprintln!(
             "skipping the browser test: missing {what} (set TOOLDISPATCH_REQUIRE_BROWSER=1 to make this a failure)"
@@ -162,8 +165,19 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
             .unwrap_or_else(|e| panic!("screenshot {} is missing: {e}", path.display()));
         let size = png_size(&bytes)
             .unwrap_or_else(|| panic!("{} is not a PNG ({} bytes)", path.display(), bytes.len()));
-        assert_eq!(size.0, *width, "{} is {}x{}", path.display(), size.0, size.1);
-        assert!(size.1 > 0 && bytes.len() > 1000, "{} is empty", path.display());
+        assert_eq!(
+            size.0,
+            *width,
+            "{} is {}x{}",
+            path.display(),
+            size.0,
+            size.1
+        );
+        assert!(
+            size.1 > 0 && bytes.len() > 1000,
+            "{} is empty",
+            path.display()
+        );
     }
     assert!(
         exit.success(),
