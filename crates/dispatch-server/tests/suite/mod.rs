@@ -1,0 +1,3 @@
+mod live;
+mod router;
+mod support;
