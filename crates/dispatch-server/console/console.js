@@ -267,7 +267,8 @@ function renderRound(r) {
   for (const c of calls) if (c.status) counts[c.status] = (counts[c.status] || 0) + 1;
 
   const settled = r.committed || r.pending || (calls.length > 0 && calls.every((c) => c.status));
-  const title = `${r.run ? `run ${r.run} · ` : ''}${r.number ? `round ${r.number}` : settled ? 'round' : 'round (running)'}`;
+  const which = r.number ? `round ${r.number}` : settled ? 'round' : 'round (running)';
+  const title = r.run ? `Run ${r.run} · ${which}` : which[0].toUpperCase() + which.slice(1);
   const waiting = r.pending && S.pending.some((t) => t.task === r.pending);
   const head = h('header', { class: 'round-head' },
     h('h4', {}, title),
