@@ -1,1 +1,519 @@
-// The console script arrives with the console work.
+// tooldispatch web console: sessions, live round timelines, confirmations, ask_user answers, todos.
+// Every text that comes from events is model-controlled: it only ever goes into text nodes.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+
+// An element with attributes (`on*` functions become listeners) and children (strings → text nodes).
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'style') Object.assign(el.style, v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat()) {
+    if (kid === undefined || kid === null || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+
+// --- auth: #token=... is kept for this tab only, then removed from the address bar ---
+const hashToken = new URLSearchParams(location.hash.slice(1)).get('token');
+if (hashToken) {
+  sessionStorage.setItem('tooldispatch-token', hashToken);
+  history.replaceState(null, '', location.pathname + location.search);
+}
+const token = sessionStorage.getItem('tooldispatch-token');
+
+async function api(path, body) {
+  const headers = {};
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const init = { headers };
+  if (body !== undefined) {
+    init.method = 'POST';
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  if (!res.ok) {
+    const msg = (data && data.error && data.error.message) || text || res.statusText;
+    const err = new Error(`${res.status}: ${msg}`);
+    err.status = res.status;
+    err.code = data && data.error && data.error.code;
+    throw err;
+  }
+  return data;
+}
+
+function events(path) {
+  const url = token ? `${path}${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(token)}` : path;
+  return new EventSource(url);
+}
+
+function showError(msg) {
+  const el = $('error');
+  el.textContent = msg;
+  el.hidden = !msg;
+}
+
+// --- state ---
+const S = {
+  sessions: [],
+  selected: null,
+  stream: null,        // the selected session's EventSource
+  rounds: [],          // rounds of the selected session, oldest first
+  todos: null,
+  confirmations: [],
+  pending: [],
+};
+
+const ms = (v) => (v === undefined || v === null ? '' : v < 10 ? `${v.toFixed(1)} ms` : v < 10000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
+const ago = (t) => {
+  const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+  return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)} min ago` : s < 86400 ? `${Math.floor(s / 3600)} h ago` : new Date(t).toLocaleDateString();
+};
+const clip = (text, n) => (text.length > n ? text.slice(0, n) + '…' : text);
+const STATUS_TONE = {
+  ok: 'ok', failed: 'bad', invalid: 'bad', timed_out: 'bad', interrupted: 'bad',
+  declined: 'warn', refused: 'warn', not_found: 'warn', deduped: 'info',
+};
+// A result served from the cache starts with its age: "(cached 7 min ago, …" (maybe after "[tool] ").
+const isCached = (c) => c.result !== null && /^(\[[^\]\n]*\] )?\(cached/.test(c.result);
+const tone = (status) => STATUS_TONE[status] || 'neutral';
+
+// --- sessions ---
+async function loadSessions() {
+  try {
+    S.sessions = (await api('/v1/sessions')).sessions || [];
+    renderSessions();
+  } catch (e) {
+    showError(`Cannot list sessions (${e.message}). Is the daemon running, and is the token right?`);
+  }
+}
+
+let sessionsTimer = 0;
+function loadSessionsSoon() {
+  clearTimeout(sessionsTimer);
+  sessionsTimer = setTimeout(loadSessions, 150);
+}
+
+function renderSessions() {
+  const waiting = new Map();
+  for (const c of S.confirmations) waiting.set(c.session, (waiting.get(c.session) || 0) + 1);
+  const list = $('sessions');
+  list.replaceChildren(...S.sessions.map((s) => h('li', {},
+    h('button', {
+      type: 'button', class: 'session', 'data-testid': `session-${s.id}`,
+      'aria-current': s.id === S.selected ? 'true' : null,
+      onclick: () => select(s.id),
+    },
+    h('span', { class: 'session-id' }, s.id),
+    waiting.get(s.id) ? h('span', { class: 'badge warn', title: 'calls waiting for approval' }, `${waiting.get(s.id)} waiting`) : null,
+    h('span', { class: 'muted small' },
+      `${s.rounds} round${s.rounds === 1 ? '' : 's'} · ${ago(s.last_active_ms || s.created_ms)}`,
+      s.watchers ? ` · ${s.watchers} watching` : '')))));
+  $('no-sessions').hidden = S.sessions.length > 0;
+  const cur = S.sessions.find((s) => s.id === S.selected);
+  if (cur) $('session-meta').textContent = `${cur.rounds} rounds · created ${new Date(cur.created_ms).toLocaleString()}`;
+}
+
+function select(id) {
+  if (S.selected === id) return;
+  if (S.stream) S.stream.close();
+  S.selected = id;
+  S.rounds = [];
+  S.todos = null;
+  S.pending = [];
+  $('empty').hidden = true;
+  $('session-view').hidden = false;
+  $('session-title').textContent = id;
+  $('rounds').replaceChildren();
+  renderSessions();
+  renderTodos();
+  renderAsks();
+  const stream = events(`/v1/sessions/${encodeURIComponent(id)}/events`);
+  let opened = false;
+  let lastId = '';
+  stream.onopen = () => {
+    // After a reconnect the daemon replays from the last committed event: drop the live
+    // round we had not seen committed, it comes again.
+    const r = S.rounds[S.rounds.length - 1];
+    if (opened && r && r.live && !r.committed) {
+      S.rounds.pop();
+      r.el.remove();
+    }
+    opened = true;
+  };
+  stream.onmessage = (m) => {
+    let ev;
+    try { ev = JSON.parse(m.data); } catch { return; }
+    // Stored events carry their own id; live ones repeat the last id seen.
+    const live = m.lastEventId === lastId;
+    lastId = m.lastEventId;
+    if (S.selected === id) onSessionEvent(ev, live);
+  };
+  S.stream = stream;
+  loadPending();
+}
+
+// --- rounds ---
+function newRound() {
+  const r = { number: null, run: null, committed: false, calls: new Map(), order: [], lastAt: 0, notes: [], pending: null };
+  r.el = h('article', { class: 'round', 'data-testid': 'round' });
+  S.rounds.push(r);
+  $('rounds').prepend(r.el);
+  $('no-rounds').hidden = true;
+  return r;
+}
+
+function currentRound(ev) {
+  let r = S.rounds[S.rounds.length - 1];
+  // Stored rounds are replayed without markers: within a round at_ms never goes back, and a
+  // call that already has its result (or passed its checks) does not start again.
+  const seen = r && ev.tool_id && r.calls.get(ev.tool_id);
+  const fresh = !r || r.committed || (typeof ev.at_ms === 'number' && ev.at_ms < r.lastAt) ||
+    (seen && (seen.status !== null || (ev.type === 'ToolCall' && seen.checkAt !== undefined)));
+  if (!fresh) return r;
+  if (r) { r.committed = true; schedule(r); } // replayed rounds are stored, so committed
+  return newRound();
+}
+
+function callOf(r, id, name) {
+  let c = r.calls.get(id);
+  if (!c) {
+    c = { id, name, args: '', start: null, end: null, skipped: null, status: null, result: null, text: '', confirm: null };
+    r.calls.set(id, c);
+    r.order.push(id);
+  }
+  if (name && !c.name) c.name = name;
+  return c;
+}
+
+function onSessionEvent(ev, live) {
+  switch (ev.type) {
+    case 'RoundStarted': {
+      const r = S.rounds[S.rounds.length - 1];
+      if (!r || r.committed || r.order.length) newRound().run = ev.run;
+      return;
+    }
+    case 'ConfirmationRequested': case 'ConfirmationResolved':
+      loadConfirmations();
+      return;
+    case 'Committed': {
+      const r = S.rounds[S.rounds.length - 1] || newRound();
+      r.committed = true;
+      r.number = ev.round;
+      r.run = ev.run;
+      schedule(r);
+      loadPending();
+      loadSessionsSoon();
+      return;
+    }
+    default: break;
+  }
+  const r = currentRound(ev);
+  if (live) r.live = true;
+  if (typeof ev.at_ms === 'number') r.lastAt = Math.max(r.lastAt, ev.at_ms);
+  const c = ev.tool_id ? callOf(r, ev.tool_id, ev.tool_name) : null;
+  switch (ev.type) {
+    case 'ToolCall': c.args = ev.tool_args; c.checkAt = ev.at_ms; break;
+    case 'ToolCallStart': c.start = ev.at_ms; break;
+    case 'ToolCallEnd': c.end = ev.at_ms; break;
+    case 'ToolProgress': case 'ToolCallText': c.text = (c.text + ev.text).slice(-4000); break;
+    case 'ToolSkipped': c.skipped = ev.text; if (!c.args) c.args = ev.tool_args; break;
+    case 'ToolConfirm': c.confirm = { text: ev.text, rule: ev.remember_rule }; break;
+    case 'ToolResult': c.status = ev.status; c.result = ev.result; if (!c.args) c.args = ev.tool_args; break;
+    case 'TodoUpdate': S.todos = ev.todos || []; renderTodos(); break;
+    case 'Pending': r.pending = ev.task_hash; loadPending(); break; // the asking call comes with the answer
+    case 'ClientToolCall': r.notes.push(['neutral', `handed ${(ev.client_tool_calls || []).length} client tool call(s) back to the caller`]); break;
+    case 'Canceled': r.notes.push(['warn', `canceled: ${ev.text}`]); break;
+    case 'Error': r.notes.push(['bad', ev.text]); break;
+    case 'StoreDegraded': r.notes.push(['warn', ev.text]); break;
+    default: break;
+  }
+  schedule(r);
+}
+
+const dirty = new Set();
+function schedule(r) {
+  if (!dirty.size) requestAnimationFrame(() => { for (const x of dirty) renderRound(x); dirty.clear(); });
+  dirty.add(r);
+}
+
+// Calls that overlap in time go in different lanes (first lane free at the call's start).
+function assignLanes(calls) {
+  const ran = calls.filter((c) => c.start !== null).sort((a, b) => a.start - b.start);
+  const laneEnds = [];
+  for (const c of ran) {
+    const end = c.end === null ? Infinity : c.end;
+    let lane = laneEnds.findIndex((e) => e <= c.start);
+    if (lane < 0) { lane = laneEnds.length; laneEnds.push(end); } else laneEnds[lane] = end;
+    c.lane = lane;
+  }
+  return laneEnds.length;
+}
+
+function renderRound(r) {
+  const calls = r.order.map((id) => r.calls.get(id));
+  const laneCount = assignLanes(calls);
+  const total = Math.max(r.lastAt, 1);
+  const counts = {};
+  for (const c of calls) if (c.status) counts[c.status] = (counts[c.status] || 0) + 1;
+
+  const settled = r.committed || r.pending || (calls.length > 0 && calls.every((c) => c.status));
+  const which = r.number ? `round ${r.number}` : settled ? 'round' : 'round (running)';
+  const title = r.run ? `Run ${r.run} · ${which}` : which[0].toUpperCase() + which.slice(1);
+  const waiting = r.pending && S.pending.some((t) => t.task === r.pending);
+  const head = h('header', { class: 'round-head' },
+    h('h4', {}, title),
+    h('span', { class: 'muted small' }, [`${calls.length} call${calls.length === 1 ? '' : 's'}`, ms(r.lastAt)].filter(Boolean).join(' · ')),
+    settled ? null : h('span', { class: 'badge live' }, 'live'),
+    r.pending ? h('span', { class: `badge ${waiting ? 'warn' : 'neutral'}` }, waiting ? 'waiting on the user' : 'answered; the answer is the next round') : null,
+    h('span', { class: 'counts' }, Object.entries(counts).map(([s, n]) => h('span', { class: `chip ${tone(s)}` }, `${n} ${s}`))));
+
+  const lanes = [];
+  for (let i = 0; i < laneCount; i++) lanes.push(h('div', { class: 'lane', 'data-lane': i }));
+  for (const c of calls) {
+    if (c.start === null) continue;
+    const end = c.end === null ? total : c.end;
+    const cached = isCached(c);
+    const status = c.status || (c.end === null ? 'running' : 'ended');
+    const left = c.start / total;
+    // A short bar shows its label beside it, on the side with room.
+    const narrow = (end - c.start) / total < 0.15 ? (left > 0.5 ? ' narrow flip' : ' narrow') : '';
+    lanes[c.lane].append(h('div', {
+      class: `bar ${c.status ? tone(c.status) : 'running'}${cached ? ' cached' : ''}${narrow}`,
+      'data-testid': `call-${c.id}`, 'data-status': status, 'data-lane': c.lane, 'data-cached': cached ? 'true' : null,
+      title: `${c.name} ${c.id}: ${ms(c.start)} → ${c.end === null ? 'running' : ms(c.end)} (${ms(end - c.start)})`,
+      style: { left: `min(${left * 100}%, calc(100% - 6px))`, width: `max(6px, ${((end - c.start) / total) * 100}%)` },
+    }, h('span', {}, `${c.name} ${ms(end - c.start)}`)));
+  }
+  const chart = laneCount
+    ? h('div', { class: 'chart', role: 'group', 'aria-label': `Pass 2: ${laneCount} lane${laneCount === 1 ? '' : 's'} of calls running in parallel` },
+      h('div', { class: 'chart-head muted small' }, h('span', {}, 'Pass 2 · running'), h('span', {}, `${laneCount} lane${laneCount === 1 ? '' : 's'}`), h('span', {}, ms(total))),
+      lanes)
+    : null;
+
+  const rows = calls.map((c, i) => {
+    const cached = isCached(c);
+    const chip = (t, label, title) => h('span', { class: `chip ${t}`, title }, label);
+    const check = c.skipped !== null ? chip('warn', c.confirm ? 'declined' : 'stopped', c.skipped)
+      : c.checkAt !== undefined || c.start !== null ? chip('ok', c.confirm ? 'approved' : 'passed', c.confirm && c.confirm.text)
+        : c.status === 'deduped' ? chip('info', 'remembered', 'the same call already had a result in this run')
+          : c.status === 'not_run' ? chip('neutral', 'not run')
+            : c.status ? chip('warn', 'stopped')
+              : c.confirm ? chip('neutral', 'asking…', c.confirm.text) : h('span', { class: 'muted' }, '…');
+    const run = c.start === null ? h('span', { class: 'muted' }, '—')
+      : h('span', {}, c.end === null ? 'running…' : ms(c.end - c.start), h('span', { class: 'muted small' }, ` lane ${c.lane + 1}`));
+    const result = c.status ? h('span', { class: `chip ${tone(c.status)}`, 'data-testid': 'result-status' }, c.status)
+      : h('span', { class: 'muted' }, c.start !== null && c.end === null ? 'running' : 'pending');
+    const details = h('details', { class: 'call-details' },
+      h('summary', {}, 'details'),
+      c.args ? h('div', {}, h('div', { class: 'label' }, 'arguments'), h('pre', {}, clip(c.args, 4000))) : null,
+      c.skipped !== null ? h('div', {}, h('div', { class: 'label' }, 'pass 1'), h('pre', {}, clip(c.skipped, 4000))) : null,
+      c.confirm ? h('div', {}, h('div', { class: 'label' }, 'needed approval'), h('pre', {}, c.confirm.text)) : null,
+      c.text ? h('div', {}, h('div', { class: 'label' }, 'output while running'), h('pre', {}, c.text)) : null,
+      c.result !== null ? h('div', {}, h('div', { class: 'label' }, 'result'), h('pre', {}, clip(c.result, 20000))) : null);
+    return h('li', { class: 'call', 'data-testid': `row-${c.id}`, 'data-status': c.status || 'pending' },
+      h('span', { class: 'call-name' }, h('span', { class: 'n muted' }, `${i + 1}`), h('strong', {}, c.name || '?'), h('code', { class: 'muted small' }, c.id),
+        c.status === 'deduped' ? h('span', { class: 'tag', title: 'the same call already had a result in this run' }, 'dedup') : null,
+        cached ? h('span', { class: 'tag', title: 'served from the result cache' }, 'cached') : null),
+      h('span', { class: 'cell' }, check), h('span', { class: 'cell' }, run), h('span', { class: 'cell' }, result),
+      h('span', { class: 'preview muted small' }, c.result !== null ? clip(c.result.replace(/\s+/g, ' '), 160) : c.skipped !== null ? clip(c.skipped.replace(/\s+/g, ' '), 160) : ''),
+      details);
+  });
+  // Keep open details open across re-renders.
+  const open = new Set([...r.el.querySelectorAll('details[open]')].map((d) => d.closest('li').dataset.testid));
+  r.el.replaceChildren(...[head, chart,
+    ...r.notes.map(([t, text]) => h('p', { class: `note ${t}` }, text)),
+    r.pending && !calls.length ? h('p', { class: 'muted small' }, `ask_user parked the run (task ${r.pending}); the other calls of this reply did not run.`) : null,
+    calls.length ? h('div', { class: 'calls-head muted small', 'aria-hidden': 'true' }, h('span', {}, 'call'), h('span', {}, '1 · check'), h('span', {}, '2 · run'), h('span', {}, '3 · result')) : null,
+    h('ol', { class: 'calls' }, rows)].filter(Boolean));
+  for (const d of r.el.querySelectorAll('details')) if (open.has(d.closest('li').dataset.testid)) d.open = true;
+}
+
+function renderTodos() {
+  const todos = S.todos || [];
+  const mark = { completed: '✓', in_progress: '▸', pending: '○' };
+  $('todos').replaceChildren(...todos.map((t) => h('li', { class: `todo ${t.status}`, 'data-status': t.status },
+    h('span', { class: 'todo-mark', 'aria-hidden': 'true' }, mark[t.status] || '○'),
+    h('span', {}, t.status === 'in_progress' && t.active_form ? t.active_form : t.content),
+    h('span', { class: 'visually-hidden' }, ` (${t.status.replace('_', ' ')})`))));
+  $('no-todos').hidden = todos.length > 0;
+}
+
+// --- confirmations ---
+async function loadConfirmations() {
+  try {
+    S.confirmations = (await api('/v1/confirmations')).confirmations || [];
+  } catch (e) {
+    showError(`Cannot list confirmations (${e.message}).`);
+    return;
+  }
+  renderConfirmations();
+  renderSessions();
+}
+
+function renderConfirmations() {
+  const box = $('confirmations');
+  const keep = new Set(S.confirmations.map((c) => c.id));
+  for (const card of [...box.children]) if (!keep.has(card.dataset.id)) card.remove();
+  for (const c of S.confirmations) {
+    if (box.querySelector(`[data-id="${CSS.escape(c.id)}"]`)) continue;
+    box.append(confirmationCard(c));
+  }
+  updateAttention();
+}
+
+function confirmationCard(c) {
+  const uid = `c-${Math.random().toString(36).slice(2)}`;
+  const status = h('p', { class: 'small', role: 'status' });
+  const reason = h('input', { type: 'text', id: `${uid}-reason`, placeholder: 'optional; the model reads it' });
+  const remember = h('input', { type: 'checkbox', id: `${uid}-remember` });
+  const turn = h('input', { type: 'checkbox', id: `${uid}-turn` });
+  const expires = h('span', { class: 'muted small expires' });
+  const buttons = [];
+  const answer = async (approve) => {
+    buttons.forEach((b) => { b.disabled = true; });
+    status.textContent = approve ? 'Approving…' : 'Declining…';
+    try {
+      await api(`/v1/confirmations/${encodeURIComponent(c.id)}`, {
+        approve, reason: reason.value || undefined, remember: approve && remember.checked, allow_turn: approve && turn.checked,
+      });
+      card.remove();
+      updateAttention();
+    } catch (e) {
+      status.textContent = e.code === 'no_such_confirmation'
+        ? 'This request was already answered or has expired.' : `Could not send the answer: ${e.message}`;
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  };
+  buttons.push(h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => answer(true) }, 'Approve'));
+  buttons.push(h('button', { type: 'button', class: 'danger', 'data-testid': 'decline', onclick: () => answer(false) }, 'Decline'));
+  const card = h('article', { class: 'card confirm', 'data-testid': 'confirmation', 'data-id': c.id, 'data-session': c.session, 'aria-label': `Approve ${c.tool_name}?` },
+    h('header', {}, h('strong', {}, `${c.tool_name}`), h('span', { class: 'muted small' }, ` wants to run · session ${c.session} · call ${c.tool_id}`), expires),
+    h('p', { class: 'why' }, c.why),
+    h('pre', { class: 'args' }, clip(c.tool_args || '', 3000)),
+    h('div', { class: 'opts' },
+      h('label', { class: 'check' }, remember, ' remember: ', h('code', { 'data-testid': 'remember-rule' }, c.remember_rule || '(no rule)')),
+      h('label', { class: 'check' }, turn, ' allow everything else for this turn')),
+    h('div', { class: 'field' }, h('label', { for: `${uid}-reason` }, 'Reason'), reason),
+    h('div', { class: 'actions' }, buttons), status);
+  const tick = () => {
+    if (!card.isConnected) return clearInterval(timer);
+    const left = Math.max(0, Math.round((c.expires_ms - Date.now()) / 1000));
+    expires.textContent = c.expires_ms ? ` · declined in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')}` : '';
+  };
+  const timer = setInterval(tick, 1000);
+  tick();
+  return card;
+}
+
+// --- ask_user ---
+async function loadPending() {
+  const id = S.selected;
+  if (!id) return;
+  try {
+    const tasks = (await api(`/v1/sessions/${encodeURIComponent(id)}/pending`)).tasks || [];
+    if (S.selected === id) {
+      S.pending = tasks;
+      renderAsks();
+      for (const r of S.rounds) if (r.pending) schedule(r);
+    }
+  } catch (e) {
+    showError(`Cannot read what session ${id} waits on (${e.message}).`);
+  }
+}
+
+function renderAsks() {
+  const box = $('asks');
+  const keep = new Set(S.pending.map((t) => t.task));
+  for (const f of [...box.children]) if (!keep.has(f.dataset.task)) f.remove();
+  for (const t of S.pending) if (!box.querySelector(`[data-task="${CSS.escape(t.task)}"]`)) box.append(askForm(t));
+  updateAttention();
+}
+
+function askForm(t) {
+  const uid = `a-${Math.random().toString(36).slice(2)}`;
+  const status = h('p', { class: 'small', role: 'status' });
+  const readers = [];
+  const sets = (t.questions || []).map((q, qi) => {
+    const name = `${uid}-${qi}`;
+    const opts = (q.options || []).map((o, oi) => h('label', { class: 'check' },
+      h('input', { type: q.multi_select ? 'checkbox' : 'radio', name, value: String(oi + 1) }), ' ', o));
+    const free = h('input', { type: q.secret ? 'password' : 'text', id: `${name}-text`, autocomplete: q.secret ? 'off' : null });
+    readers.push(() => {
+      const picked = opts.map((l) => l.querySelector('input')).filter((i) => i.checked);
+      const text = free.value.trim();
+      if (!picked.length) return text;
+      if (!text) return picked.map((i) => i.value).join(',');
+      return `${picked.map((i) => q.options[Number(i.value) - 1]).join(', ')} — ${text}`;
+    });
+    return h('fieldset', {},
+      h('legend', {}, q.question),
+      q.detail ? h('p', { class: 'muted small' }, q.detail) : null,
+      opts.length ? h('div', { class: 'options' }, opts) : null,
+      h('div', { class: 'field' }, h('label', { for: `${name}-text` }, q.secret ? 'Secret (stored encrypted, never shown to the model)' : opts.length ? 'Or your own answer' : 'Your answer'), free));
+  });
+  const submit = h('button', { type: 'submit', class: 'primary', 'data-testid': 'ask-submit' }, 'Send answer');
+  const form = h('form', { class: 'card ask', 'data-testid': 'ask-form', 'data-task': t.task, 'data-session': S.selected },
+    h('header', {}, h('strong', {}, t.tool === 'store_secret' ? 'The agent needs a secret' : 'The agent asks'),
+      h('span', { class: 'muted small' }, ` · session ${S.selected} · run ${t.run} · call ${t.tool_call_id}`)),
+    sets, h('div', { class: 'actions' }, submit), status);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    submit.disabled = true;
+    status.textContent = 'Sending…';
+    try {
+      await api(`/v1/sessions/${encodeURIComponent(S.selected)}/answers?provider=openai`, { task: t.task, answers: readers.map((r) => r()) });
+      form.remove();
+      updateAttention();
+      loadPending();
+    } catch (err) {
+      status.textContent = `Could not send the answer: ${err.message}`;
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+function updateAttention() {
+  $('attention').hidden = !$('confirmations').children.length && !$('asks').children.length;
+}
+
+// --- the global feed: session list, confirmations, connection state ---
+function connectGlobal() {
+  const conn = $('conn');
+  const feed = events('/v1/events');
+  feed.onopen = () => { conn.dataset.state = 'on'; conn.textContent = 'live'; loadSessions(); loadConfirmations(); };
+  feed.onerror = () => { conn.dataset.state = 'off'; conn.textContent = 'reconnecting…'; };
+  feed.onmessage = (m) => {
+    let ev;
+    try { ev = JSON.parse(m.data); } catch { return; }
+    if (ev.type === 'ConfirmationRequested' || ev.type === 'ConfirmationResolved') loadConfirmations();
+    if (ev.type === 'RoundStarted' || ev.type === 'Committed' || !S.sessions.some((s) => s.id === ev.session)) loadSessionsSoon();
+  };
+}
+
+$('new-session').addEventListener('click', async () => {
+  try {
+    const s = await api('/v1/sessions', {});
+    await loadSessions();
+    select(s.id);
+  } catch (e) {
+    showError(`Cannot create a session (${e.message}).`);
+  }
+});
+
+api('/v1/version').then((v) => { $('version').textContent = `v${v.version}`; }).catch(() => {});
+loadSessions();
+loadConfirmations();
+connectGlobal();
+// Sessions created without a round send no event: look again now and then.
+setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);

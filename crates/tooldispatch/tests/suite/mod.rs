@@ -1,4 +1,5 @@
 mod bench;
+mod browser;
 mod cli;
 mod config;
 mod crash;

@@ -1,0 +1,187 @@
+//! The web console in a real browser: `tooldispatch serve` on a free port, and
+//! `e2e/console.spec.mjs` (playwright-core driving /usr/bin/chromium) posting rounds to it and
+//! clicking through the console — lanes, approve/decline, an ask_user answer, the todo list.
+//! Skips with a printed reason when chromium or e2e/node_modules is missing, unless
+//! TOOLDISPATCH_REQUIRE_BROWSER=1.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::support::Td;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// The screenshots the script saves, with the viewport width each is taken at.
+const SHOTS: &[(&str, u32)] = &[
+    ("console-1-session.png", 1280),
+    ("console-2-concurrent.png", 1280),
+    ("console-3-confirmation.png", 1280),
+    ("console-4-ask.png", 1280),
+    ("console-5-todos.png", 1280),
+    ("console-6-mobile.png", 390),
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// What this machine lacks to run the browser test, if anything.
+fn missing_parts(root: &Path) -> Vec<String> {
+    let mut missing = Vec::new();
+    if !Path::new(CHROMIUM).exists() {
+        missing.push(format!("{CHROMIUM} (apt-get install chromium)"));
+    }
+    if !root.join("e2e/node_modules/playwright-core").is_dir() {
+        missing.push("e2e/node_modules/playwright-core (run `npm ci` in e2e/)".to_string());
+    }
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        missing.push("node on PATH (Node 20 or newer)".to_string());
+    }
+    missing
+}
+
+/// Width and height from a PNG's IHDR chunk, after checking the signature.
+fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let signature = b"\x89PNG\r\n\x1a\n";
+    if bytes.len() < 24 || &bytes[..8] != signature || &bytes[12..16] != b"IHDR" {
+        return None;
+    }
+    let word =
+        |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    Some((word(16), word(20)))
+}
+
+#[test]
+fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
+    let root = repo_root();
+    let missing = missing_parts(&root);
+    if !missing.is_empty() {
+        let what = missing.join(", ");
+        if std::env::var("TOOLDISPATCH_REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!(
+                "TOOLDISPATCH_REQUIRE_BROWSER=1 but the browser test cannot run: missing {what}"
+            );
+        }
+        eprintln!(
+            "skipping the browser test: missing {what} (set TOOLDISPATCH_REQUIRE_BROWSER=1 to make this a failure)"
+        );
+        return;
+    }
+
+    let td = Td::new();
+    let stderr_path = td.data_dir().join("serve.stderr");
+    let mut daemon = td
+        .std_command()
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .arg("--store")
+        .arg(format!("sqlite:{}", td.store_path().display()))
+        .arg("--workdir")
+        .arg(td.workdir())
+        // The concurrent round calls http_request against the script's slow local server.
+        .env("TOOLDISPATCH_ALLOW_HOSTS", "127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let daemon_stderr = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+
+    let mut stdout = BufReader::new(daemon.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let url = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| {
+            panic!(
+                "the daemon's first line is {first:?}, not `listening on http://...`; stderr: {}",
+                daemon_stderr()
+            )
+        })
+        .to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "listening on {url}");
+    // Drain the rest of stdout so the daemon never blocks on a full pipe.
+    let rest = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+
+    let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("e2e-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    for (name, _) in SHOTS {
+        let _ = std::fs::remove_file(artifacts.join(name));
+    }
+
+    let mut node = Command::new("node")
+        .arg(root.join("e2e/console.spec.mjs"))
+        .arg(&url)
+        .arg(&artifacts)
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    // A guard against a hung browser, not a timing assertion.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = node.kill();
+            let _ = node.wait();
+            let _ = daemon.kill();
+            panic!(
+                "the browser test ran for 5 minutes without finishing; daemon stderr: {}",
+                daemon_stderr()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
+    let pid = daemon.id().to_string();
+    let term = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(term.success(), "kill -TERM {pid} failed");
+    let exit = daemon.wait().unwrap();
+    let rest = rest.join().unwrap();
+
+    assert!(
+        status.success(),
+        "e2e/console.spec.mjs exited with {status} (its output above says which step failed; screenshots in {}); daemon stderr: {}",
+        artifacts.display(),
+        daemon_stderr()
+    );
+    for (name, width) in SHOTS {
+        let path = artifacts.join(name);
+        let bytes = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("screenshot {} is missing: {e}", path.display()));
+        let size = png_size(&bytes)
+            .unwrap_or_else(|| panic!("{} is not a PNG ({} bytes)", path.display(), bytes.len()));
+        assert_eq!(
+            size.0,
+            *width,
+            "{} is {}x{}",
+            path.display(),
+            size.0,
+            size.1
+        );
+        assert!(
+            size.1 > 0 && bytes.len() > 1000,
+            "{} is empty",
+            path.display()
+        );
+    }
+    assert!(
+        exit.success(),
+        "the daemon exited with {exit} after SIGTERM; stdout after the first line: {rest}; stderr: {}",
+        daemon_stderr()
+    );
+}
