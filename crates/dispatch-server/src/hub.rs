@@ -169,8 +169,22 @@ impl Hub {
         let id: Arc<str> = Arc::from(id);
         let state = Self::new_state(&id, client_tools, exclude);
         let info = state.info.clone();
-        sessions.insert(id, state);
+        sessions.insert(id.clone(), state);
+        drop(sessions);
+        self.announce_created(&id);
         Ok(info)
+    }
+
+    /// Tell the overview stream a session appeared.
+    fn announce_created(&self, id: &Arc<str>) {
+        if self.global.receiver_count() > 0 {
+            let item = Feed::Live {
+                round: 0,
+                stored: false,
+                json: Arc::from(r#"{"type":"SessionCreated"}"#),
+            };
+            let _ = self.global.send((id.clone(), item));
+        }
     }
 
     /// The session, registered on first use.
@@ -184,7 +198,9 @@ impl Hub {
         let id: Arc<str> = Arc::from(id);
         let state = Self::new_state(&id, Vec::new(), Vec::new());
         let info = state.info.clone();
-        sessions.insert(id, state);
+        sessions.insert(id.clone(), state);
+        drop(sessions);
+        self.announce_created(&id);
         info
     }
 

@@ -177,6 +177,12 @@ async fn a_declined_confirmation_gives_the_model_the_users_reason() {
         .await;
     // The console watches every session through the global stream: that is a watcher too.
     let mut all = served.events("/v1/events", None).await;
+    served.post("/v1/sessions", &json!({"id": "fresh"})).await;
+    let created = all.next().await;
+    assert_eq!(
+        created.data,
+        json!({"session": "fresh", "type": "SessionCreated"})
+    );
     let round = spawn_round(
         &served,
         "c2",
