@@ -2,6 +2,7 @@ mod bench;
 mod cli;
 mod config;
 mod crash;
+mod daemon;
 mod files;
 mod interactive;
 mod replay;
