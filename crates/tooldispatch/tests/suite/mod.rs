@@ -3,6 +3,7 @@ mod browser;
 mod cli;
 mod config;
 mod crash;
+mod daemon;
 mod examples;
 mod files;
 mod interactive;

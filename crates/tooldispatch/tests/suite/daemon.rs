@@ -1,0 +1,898 @@
+//! `tooldispatch serve` as a real process: a kill -9 in the middle of a round, graceful
+//! shutdown on SIGTERM, the token on a non-loopback bind, and a confirmation approved through
+//! the API. HTTP goes through a minimal std TcpStream HTTP/1.1 client (one request per
+//! connection) and an SSE reader over the same.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::*;
+
+/// How long any synchronisation wait may take before the test fails.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A running `tooldispatch serve`; killed (SIGKILL) and reaped on drop.
+struct Daemon {
+    child: Child,
+    /// `host:port` to connect to (127.0.0.1 even when bound to 0.0.0.0).
+    addr: String,
+    /// The address from the first stdout line, as printed.
+    listening: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    /// `serve --addr ADDR --store sqlite:<td store> --workdir <td work> [extra]`; waits for the
+    /// `listening on http://...` line.
+    fn start(td: &Td, addr: &str, extra: &[&str]) -> Daemon {
+        let mut child = td
+            .std_command()
+            .args(["serve", "--addr", addr])
+            .arg("--store")
+            .arg(format!("sqlite:{}", td.store_path().display()))
+            .arg("--workdir")
+            .arg(td.workdir())
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            if let Some(Ok(first)) = lines.next() {
+                let _ = tx.send(first);
+            }
+            for _ in lines {}
+        });
+        let mut daemon = Daemon {
+            child,
+            addr: String::new(),
+            listening: String::new(),
+            stderr,
+        };
+        let first = match rx.recv_timeout(WAIT) {
+            Ok(line) => line,
+            Err(_) => panic!(
+                "serve printed no `listening on` line (exit {:?})\nstderr: {}",
+                daemon.child.try_wait().unwrap(),
+                daemon.stderr()
+            ),
+        };
+        let listening = first
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| {
+                panic!(
+                    "first stdout line is {first:?}\nstderr: {}",
+                    daemon.stderr()
+                )
+            })
+            .to_string();
+        let port = listening.rsplit_once(':').unwrap().1;
+        daemon.addr = format!("127.0.0.1:{port}");
+        daemon.listening = listening;
+        daemon
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Wait (bounded) until the daemon's stderr contains `text`.
+    fn wait_stderr(&self, text: &str) {
+        let deadline = Instant::now() + WAIT;
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "stderr never showed {text:?}\nstderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = std::process::Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {sig} failed");
+    }
+
+    /// Wait (bounded) for the process to exit.
+    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not exit\nstderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A request that must get an answer; panics with the daemon's stderr otherwise.
+    fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
+        request(&self.addr, method, path, headers, body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: no HTTP answer: {e}\nstderr: {}",
+                self.stderr()
+            )
+        })
+    }
+
+    fn get(&self, path: &str) -> Resp {
+        self.call("GET", path, &[], None)
+    }
+
+    fn post(&self, path: &str, body: &str) -> Resp {
+        self.call(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(body),
+        )
+    }
+
+    /// POST, then assert 200 and return the body as JSON.
+    fn post_ok(&self, path: &str, body: &str) -> Value {
+        let resp = self.post(path, body);
+        resp.json_ok(&self.stderr())
+    }
+
+    fn events(&self, session: &str, query: &str) -> Sse {
+        Sse::open(
+            &self.addr,
+            &format!("/v1/sessions/{session}/events{query}"),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("events of {session}: {e}\nstderr: {}", self.stderr()))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kill the process groups whose leaders wrote their pids to `marker` (run_command puts each
+/// command in its own group, which outlives a killed daemon).
+struct KillGroups(PathBuf);
+
+impl Drop for KillGroups {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string(&self.0) {
+            for pid in text
+                .split_whitespace()
+                .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", "--", &format!("-{pid}")])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+/// One HTTP response.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+    }
+
+    fn json_ok(&self, stderr: &str) -> Value {
+        assert_eq!(
+            self.status, 200,
+            "body: {}\ndaemon stderr: {stderr}",
+            self.body
+        );
+        self.json()
+    }
+
+    /// Assert the error shape `{"error": {"code", "message"}}` with this status and code.
+    fn assert_error(&self, status: u16, code: &str, stderr: &str) {
+        assert_eq!(
+            self.status, status,
+            "body: {}\ndaemon stderr: {stderr}",
+            self.body
+        );
+        let body = self.json();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        assert!(!message.is_empty(), "error without a message: {body}");
+        assert_eq!(body.as_object().unwrap().len(), 1, "{body}");
+    }
+}
+
+fn write_request(
+    stream: &mut TcpStream,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<()> {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    stream.flush()
+}
+
+/// Status line and headers.
+fn read_head<R: BufRead>(reader: &mut R) -> std::io::Result<(u16, Vec<(String, String)>)> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed before a response",
+        ));
+    }
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    Ok((status, headers))
+}
+
+fn chunked(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked")
+    })
+}
+
+/// The next chunk of a chunked body; `None` at its end.
+fn read_chunk<R: BufRead>(reader: &mut R) -> std::io::Result<Option<Vec<u8>>> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+        .map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
+    if size == 0 {
+        return Ok(None);
+    }
+    let mut data = vec![0u8; size + 2];
+    reader.read_exact(&mut data)?;
+    data.truncate(size);
+    Ok(Some(data))
+}
+
+/// One request on a fresh connection (`Connection: close`), read to the end.
+fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<Resp> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+    write_request(&mut stream, addr, method, path, headers, body)?;
+    let mut reader = BufReader::new(stream);
+    let (status, headers) = read_head(&mut reader)?;
+    let mut bytes = Vec::new();
+    if chunked(&headers) {
+        while let Some(chunk) = read_chunk(&mut reader)? {
+            bytes.extend(chunk);
+        }
+    } else {
+        reader.read_to_end(&mut bytes)?;
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+/// One SSE message.
+#[derive(Debug, Clone, PartialEq)]
+struct Msg {
+    id: Option<String>,
+    data: String,
+}
+
+impl Msg {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+
+    fn kind(&self) -> String {
+        self.json()["type"].as_str().unwrap_or("").to_string()
+    }
+}
+
+/// An open event stream, read message by message.
+struct Sse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    buf: String,
+}
+
+impl Sse {
+    fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Sse> {
+        let mut stream = TcpStream::connect(addr)?;
+        stream.set_read_timeout(Some(WAIT))?;
+        write_request(&mut stream, addr, "GET", path, headers, None)?;
+        let mut reader = BufReader::new(stream);
+        let (status, headers) = read_head(&mut reader)?;
+        let chunked = chunked(&headers);
+        Ok(Sse {
+            status,
+            headers,
+            reader,
+            chunked,
+            buf: String::new(),
+        })
+    }
+
+    /// The next message, or `None` when the stream ended. A read that waits longer than
+    /// [`WAIT`] is an error.
+    fn next(&mut self) -> std::io::Result<Option<Msg>> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = Vec::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_string());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push(v.strip_prefix(' ').unwrap_or(v).to_string());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return Ok(Some(Msg {
+                    id,
+                    data: data.join("\n"),
+                }));
+            }
+            let more = if self.chunked {
+                read_chunk(&mut self.reader)?
+            } else {
+                let mut bytes = vec![0u8; 4096];
+                let n = self.reader.read(&mut bytes)?;
+                bytes.truncate(n);
+                (n > 0).then_some(bytes)
+            };
+            match more {
+                Some(bytes) => self
+                    .buf
+                    .push_str(&String::from_utf8_lossy(&bytes).replace("\r\n", "\n")),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The next message; panics (with the daemon's stderr) if the stream ends or stalls.
+    fn expect(&mut self, daemon: &Daemon) -> Msg {
+        match self.next() {
+            Ok(Some(msg)) => msg,
+            Ok(None) => panic!("the event stream ended\nstderr: {}", daemon.stderr()),
+            Err(e) => panic!("reading the event stream: {e}\nstderr: {}", daemon.stderr()),
+        }
+    }
+
+    /// Messages up to and including the first whose JSON type is `kind`.
+    fn until(&mut self, daemon: &Daemon, kind: &str) -> Vec<Msg> {
+        let mut seen = Vec::new();
+        loop {
+            let msg = self.expect(daemon);
+            let done = msg.kind() == kind;
+            seen.push(msg);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Replayed messages up to and including the one with id `last`.
+    fn replay_until(&mut self, daemon: &Daemon, last: &str) -> Vec<Msg> {
+        let mut seen = Vec::new();
+        loop {
+            let msg = self.expect(daemon);
+            assert!(
+                msg.id.is_some(),
+                "a message without an id before replayed id {last}: {msg:?}\nreplayed so far: {seen:?}"
+            );
+            let done = msg.id.as_deref() == Some(last);
+            seen.push(msg);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// Wait (bounded) until `marker` holds a whole line; the round thread must still be running.
+fn wait_for_line(marker: &Path, daemon: &Daemon) {
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(marker).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(
+            Instant::now() < deadline,
+            "the command never started\nstderr: {}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Post a round in a thread of its own (it blocks until the round ends).
+fn post_in_background(
+    addr: &str,
+    path: &str,
+    body: String,
+) -> std::thread::JoinHandle<std::io::Result<Resp>> {
+    let addr = addr.to_string();
+    let path = path.to_string();
+    std::thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            &path,
+            &[("Content-Type", "application/json")],
+            Some(&body),
+        )
+    })
+}
+
+#[test]
+fn a_daemon_killed_mid_round_reports_the_call_interrupted_and_keeps_the_events_before_it() {
+    let td = Td::new();
+    td.rules("allow run_command\n");
+    let marker = td.workdir().join("started.txt");
+    let _groups = KillGroups(marker.clone());
+    let mut daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+
+    // Round 1 commits; a watcher connected before it gets the Committed marker's last id.
+    let mut live = daemon.events("s", "");
+    assert_eq!(live.status, 200, "stderr: {}", daemon.stderr());
+    daemon.post_ok(
+        "/v1/sessions/s/rounds?run=r1",
+        &select("c1", "calculate,run_command"),
+    );
+    let round1 = live.until(&daemon, "Committed");
+    let last = round1.last().unwrap().json()["last_event_id"].clone();
+    let last = last
+        .as_u64()
+        .unwrap_or_else(|| panic!("Committed without last_event_id: {round1:?}"))
+        .to_string();
+    drop(live);
+    let mut replay = daemon.events("s", "?after=0");
+    let before = replay.replay_until(&daemon, &last);
+    drop(replay);
+    assert!(
+        before.iter().any(|m| m.kind() == "ToolResult"),
+        "round 1 committed no ToolResult: {before:?}"
+    );
+
+    // Round 2 runs a slow mutating command; the daemon dies while it runs.
+    let script = "sleep 30 & echo $$ >> started.txt; wait";
+    let reply = openai(&[(
+        "w1",
+        "run_tool",
+        run_tool("run_command", json!({"argv": ["sh", "-c", script]})),
+    )]);
+    let killed_round = post_in_background(&daemon.addr, "/v1/sessions/s/rounds?run=r1", reply);
+    wait_for_line(&marker, &daemon);
+    daemon.signal("-KILL");
+    let status = daemon.wait_exit(WAIT);
+    assert_eq!(status.code(), None, "SIGKILL, not an exit: {status:?}");
+    let answer = killed_round.join().unwrap();
+    assert!(
+        answer.as_ref().is_err(),
+        "the killed round got an answer: {answer:?}"
+    );
+    drop(daemon);
+
+    // Restarted on the same store: the next round of the session reports the call.
+    let daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let mut stream = daemon.events("s", "?after=0");
+    let replayed = stream.replay_until(&daemon, &last);
+    assert_eq!(
+        replayed, before,
+        "the replay after the restart differs from before the kill"
+    );
+    let resp = daemon.post(
+        "/v1/sessions/s/rounds?run=r2&report=1",
+        &openai(&[(
+            "c3",
+            "run_tool",
+            run_tool("calculate", json!({"expressions": ["1+1"]})),
+        )]),
+    );
+    let report = resp.json_ok(&daemon.stderr());
+    let interrupted = report["interrupted"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no interrupted list: {report}"));
+    assert_eq!(interrupted.len(), 1, "{report}");
+    assert_eq!(interrupted[0]["tool_call_id"], "w1", "{report}");
+    assert_eq!(interrupted[0]["tool_name"], "run_command", "{report}");
+    assert_eq!(report["results"][0]["status"], "ok", "{report}");
+
+    // The new round's live events end with its marker; nothing else was replayed first.
+    let round3 = stream.until(&daemon, "Committed");
+    assert!(
+        round3[..round3.len() - 1].iter().all(|m| m.id.is_none()),
+        "events with ids (replayed) after the known last id {last}: {round3:?}"
+    );
+    let new_last = round3.last().unwrap().json()["last_event_id"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    drop(stream);
+
+    // A full replay now: the events from before the kill, unchanged, then the new round's
+    // (none of the killed call's).
+    let mut replay = daemon.events("s", "?after=0");
+    let all = replay.replay_until(&daemon, &new_last);
+    assert_eq!(&all[..before.len()], &before[..], "{all:?}");
+    let after: Vec<Value> = all[before.len()..].iter().map(Msg::json).collect();
+    assert!(
+        after.iter().any(|e| e["tool_id"] == "c3"),
+        "the new round's events are missing: {after:?}"
+    );
+    assert!(
+        all.iter().all(|m| m.json()["tool_id"] != "w1"),
+        "the killed call left events: {all:?}"
+    );
+
+    // Never re-run: the command started exactly once.
+    let starts = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(starts.lines().count(), 1, "{starts}");
+}
+
+#[test]
+fn sigterm_lets_the_round_in_flight_finish_refuses_new_ones_and_exits_0() {
+    let td = Td::new();
+    td.rules("allow run_command\n");
+    let marker = td.workdir().join("started.txt");
+    let _groups = KillGroups(marker.clone());
+    let mut daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    daemon.post_ok("/v1/sessions/s/rounds?run=r1", &select("c1", "run_command"));
+
+    let mut events = daemon.events("s", "?after=0");
+    let script = "echo $$ >> started.txt; sleep 3; echo slept";
+    let reply = openai(&[(
+        "w1",
+        "run_tool",
+        run_tool("run_command", json!({"argv": ["sh", "-c", script]})),
+    )]);
+    let slow = post_in_background(&daemon.addr, "/v1/sessions/s/rounds?run=r1&report=1", reply);
+    // Running: its start is on the live stream (no id: not replayed) and the command wrote
+    // its line.
+    loop {
+        let msg = events.expect(&daemon);
+        if msg.kind() == "ToolCallStart" && msg.json()["tool_id"] == "w1" {
+            assert_eq!(msg.id, None, "{msg:?}");
+            break;
+        }
+    }
+    wait_for_line(&marker, &daemon);
+    daemon.signal("-TERM");
+
+    // The shutdown ends the event streams: then the daemon has stopped taking rounds.
+    loop {
+        match events.next() {
+            Ok(Some(_)) => continue,
+            Ok(None) => break,
+            Err(e) => panic!(
+                "the event stream did not end after SIGTERM: {e}\nstderr: {}",
+                daemon.stderr()
+            ),
+        }
+    }
+    // A new round now is refused: 503 shutting_down, or no connection at all once the
+    // listener is closed. A connection the kernel accepted just as the listener closed is
+    // reset without an answer: try again.
+    let deadline = Instant::now() + WAIT;
+    let refused = loop {
+        match request(
+            &daemon.addr,
+            "POST",
+            "/v1/sessions/s/rounds?run=r2",
+            &[("Content-Type", "application/json")],
+            Some(&calculate_reply("c2")),
+        ) {
+            Ok(resp) => {
+                resp.assert_error(503, "shutting_down", &daemon.stderr());
+                break "503";
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break "refused",
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "a round after SIGTERM got neither 503 nor a refused connection: {e}\nstderr: {}",
+                    daemon.stderr()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    eprintln!("a round posted after SIGTERM: {refused}");
+
+    // The round in flight still answers, with its call's result.
+    let resp = slow.join().unwrap().unwrap_or_else(|e| {
+        panic!(
+            "the round in flight got no answer: {e}\nstderr: {}",
+            daemon.stderr()
+        )
+    });
+    let report = resp.json_ok(&daemon.stderr());
+    assert_eq!(
+        statuses(&report),
+        pairs(&[("w1", "ok")]),
+        "{report}\nstderr: {}",
+        daemon.stderr()
+    );
+    assert!(
+        report["results"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("slept"),
+        "{report}"
+    );
+
+    let status = daemon.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "stderr: {}", daemon.stderr());
+}
+
+#[test]
+fn a_non_loopback_bind_requires_the_token_it_stores_and_prints_once() {
+    let td = Td::new();
+    let mut daemon = Daemon::start(&td, "0.0.0.0:0", &[]);
+    assert!(
+        daemon.listening.starts_with("0.0.0.0:"),
+        "{}",
+        daemon.listening
+    );
+    let path = td.data_dir().join("tooldispatch/daemon-token");
+    let meta = std::fs::metadata(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}\nstderr: {}", path.display(), daemon.stderr()));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let token = std::fs::read_to_string(&path).unwrap().trim().to_string();
+    assert!(token.len() >= 32, "{token:?}");
+    daemon.wait_stderr(&token);
+    assert_eq!(
+        daemon.stderr().matches(&token).count(),
+        1,
+        "{}",
+        daemon.stderr()
+    );
+
+    let resp = daemon.get("/v1/sessions");
+    resp.assert_error(401, "unauthorized", &daemon.stderr());
+    let resp = daemon.call(
+        "GET",
+        "/v1/sessions",
+        &[("Authorization", "Bearer not-the-token")],
+        None,
+    );
+    resp.assert_error(401, "unauthorized", &daemon.stderr());
+    let bearer = format!("Bearer {token}");
+    let resp = daemon.call("GET", "/v1/sessions", &[("Authorization", &bearer)], None);
+    let body = resp.json_ok(&daemon.stderr());
+    assert!(body["sessions"].is_array(), "{body}");
+
+    // The event stream takes the token in the query (EventSource sends no headers)...
+    let stream = Sse::open(
+        &daemon.addr,
+        &format!("/v1/sessions/s/events?access_token={token}"),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(stream.status, 200, "stderr: {}", daemon.stderr());
+    let kind = stream
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.clone());
+    assert_eq!(kind.as_deref(), Some("text/event-stream"));
+    drop(stream);
+    // ...and without it refuses too.
+    let resp = daemon.get("/v1/sessions/s/events");
+    resp.assert_error(401, "unauthorized", &daemon.stderr());
+    // Only the event streams take it from the query.
+    let resp = daemon.get(&format!("/v1/sessions?access_token={token}"));
+    resp.assert_error(401, "unauthorized", &daemon.stderr());
+
+    daemon.signal("-TERM");
+    let status = daemon.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "stderr: {}", daemon.stderr());
+    drop(daemon);
+
+    // A second start reuses the token and does not show it again.
+    let daemon = Daemon::start(&td, "0.0.0.0:0", &[]);
+    daemon.wait_stderr("the web console is at");
+    assert!(
+        !daemon.stderr().contains(&token),
+        "the token was shown again: {}",
+        daemon.stderr()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap().trim(),
+        token,
+        "the token file changed"
+    );
+    let resp = daemon.call("GET", "/v1/sessions", &[("Authorization", &bearer)], None);
+    resp.json_ok(&daemon.stderr());
+    let resp = daemon.get("/v1/sessions");
+    resp.assert_error(401, "unauthorized", &daemon.stderr());
+}
+
+#[test]
+fn a_confirmation_waits_for_a_watcher_and_is_approved_through_the_api() {
+    let td = Td::new();
+    let daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let write = |id: &str, path: &str| {
+        openai(&[(
+            id,
+            "run_tool",
+            run_tool(
+                "edit_file",
+                json!({"path": path, "mode": "write", "content": "hello\n"}),
+            ),
+        )])
+    };
+
+    // Watched: the call waits until the API approves it.
+    daemon.post_ok("/v1/sessions/c/rounds?run=r1", &select("f1", "edit_file"));
+    let mut events = daemon.events("c", "?after=0");
+    assert_eq!(events.status, 200, "stderr: {}", daemon.stderr());
+    let round = post_in_background(
+        &daemon.addr,
+        "/v1/sessions/c/rounds?run=r1&report=1",
+        write("e1", "new.txt"),
+    );
+    let deadline = Instant::now() + WAIT;
+    let confirmation = loop {
+        let list = daemon
+            .get("/v1/confirmations?session=c")
+            .json_ok(&daemon.stderr());
+        let found = list["confirmations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["tool_id"] == "e1")
+            .cloned();
+        if let Some(c) = found {
+            break c;
+        }
+        assert!(
+            !round.is_finished(),
+            "the round ended without waiting for approval: {:?}\nstderr: {}",
+            round.join().unwrap(),
+            daemon.stderr()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the call never waited for confirmation: {list}\nstderr: {}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(confirmation["session"], "c", "{confirmation}");
+    assert_eq!(confirmation["tool_name"], "edit_file", "{confirmation}");
+    assert!(
+        !td.workdir().join("new.txt").exists(),
+        "written before approval"
+    );
+    let id = confirmation["id"].as_str().unwrap();
+    let reply = daemon.post_ok(&format!("/v1/confirmations/{id}"), r#"{"approve": true}"#);
+    assert_eq!(reply, json!({"id": id, "approve": true}));
+    let resp = round.join().unwrap().unwrap_or_else(|e| {
+        panic!(
+            "the approved round got no answer: {e}\nstderr: {}",
+            daemon.stderr()
+        )
+    });
+    assert!(resp.header("x-tooldispatch-round").is_some(), "{resp:?}");
+    let report = resp.json_ok(&daemon.stderr());
+    assert_eq!(statuses(&report), pairs(&[("e1", "ok")]), "{report}");
+    assert_eq!(
+        std::fs::read_to_string(td.workdir().join("new.txt")).unwrap(),
+        "hello\n"
+    );
+    // The watcher saw it asked and answered.
+    let seen = events.until(&daemon, "Committed");
+    let kinds: Vec<String> = seen.iter().map(Msg::kind).collect();
+    assert!(
+        kinds.contains(&"ConfirmationRequested".to_string())
+            && kinds.contains(&"ConfirmationResolved".to_string()),
+        "{kinds:?}"
+    );
+    // Answered: it waits no more.
+    daemon
+        .post(&format!("/v1/confirmations/{id}"), r#"{"approve": true}"#)
+        .assert_error(404, "no_such_confirmation", &daemon.stderr());
+
+    // Unwatched (no client on this session or on /v1/events): declined at once.
+    daemon.post_ok("/v1/sessions/d/rounds?run=r1", &select("f2", "edit_file"));
+    let report = daemon.post_ok(
+        "/v1/sessions/d/rounds?run=r1&report=1",
+        &write("e2", "other.txt"),
+    );
+    assert_eq!(statuses(&report), pairs(&[("e2", "declined")]), "{report}");
+    let content = report["results"][0]["content"].as_str().unwrap();
+    assert!(
+        content.contains("no one is available to approve"),
+        "{content}"
+    );
+    assert!(!td.workdir().join("other.txt").exists());
+    let list = daemon.get("/v1/confirmations").json_ok(&daemon.stderr());
+    assert_eq!(list["confirmations"], json!([]), "{list}");
+}
