@@ -107,6 +107,12 @@ pub enum EventKind {
         text: String,
     },
     Done,
+    /// The round's last event: what follows in a session's events log belongs to later
+    /// rounds. Lets a reader of the log (the daemon's replay, a UI) tell rounds apart.
+    RoundCommitted {
+        run: String,
+        round: u64,
+    },
 }
 
 impl EventKind {
@@ -157,6 +163,7 @@ impl EventKind {
             EventKind::ToolCallStart { .. }
             | EventKind::ToolCallEnd { .. }
             | EventKind::TodoUpdate { .. }
+            | EventKind::RoundCommitted { .. }
             | EventKind::Done => {}
         }
     }

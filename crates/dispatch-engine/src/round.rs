@@ -717,6 +717,10 @@ impl RoundCx<'_> {
         let mut record = std::mem::take(&mut self.record);
         // The cancelled calls are the caller's knowledge now, not a dead round's.
         record.journal_done.append(&mut self.journaled);
+        self.log.emit(EventKind::RoundCommitted {
+            run: self.req.run.clone(),
+            round: record.round,
+        });
         record.events = store_events(&self.log.take());
         self.engine.store.commit_round(record).await?;
         Err(EngineError::Cancelled)
@@ -726,6 +730,10 @@ impl RoundCx<'_> {
         mut self,
         results: Vec<SlotResult>,
     ) -> Result<RoundOutcome, EngineError> {
+        self.emit(EventKind::RoundCommitted {
+            run: self.req.run.clone(),
+            round: self.record.round,
+        });
         let events = self.log.take();
         let mut record = std::mem::take(&mut self.record);
         record.journal_done.append(&mut self.journaled);

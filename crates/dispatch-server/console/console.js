@@ -172,16 +172,10 @@ function newRound() {
   return r;
 }
 
-function currentRound(ev) {
-  let r = S.rounds[S.rounds.length - 1];
-  // Stored rounds are replayed without markers: within a round at_ms never goes back, and a
-  // call that already has its result (or passed its checks) does not start again.
-  const seen = r && ev.tool_id && r.calls.get(ev.tool_id);
-  const fresh = !r || r.committed || (typeof ev.at_ms === 'number' && ev.at_ms < r.lastAt) ||
-    (seen && (seen.status !== null || (ev.type === 'ToolCall' && seen.checkAt !== undefined)));
-  if (!fresh) return r;
-  if (r) { r.committed = true; schedule(r); } // replayed rounds are stored, so committed
-  return newRound();
+function currentRound() {
+  // Every committed round ends with RoundCommitted (stored and live): what follows is a new round.
+  const r = S.rounds[S.rounds.length - 1];
+  return !r || r.committed ? newRound() : r;
 }
 
 function callOf(r, id, name) {
@@ -205,6 +199,7 @@ function onSessionEvent(ev, live) {
     case 'ConfirmationRequested': case 'ConfirmationResolved':
       loadConfirmations();
       return;
+    case 'RoundCommitted':
     case 'Committed': {
       const r = S.rounds[S.rounds.length - 1] || newRound();
       r.committed = true;
@@ -217,7 +212,7 @@ function onSessionEvent(ev, live) {
     }
     default: break;
   }
-  const r = currentRound(ev);
+  const r = currentRound();
   if (live) r.live = true;
   if (typeof ev.at_ms === 'number') r.lastAt = Math.max(r.lastAt, ev.at_ms);
   const c = ev.tool_id ? callOf(r, ev.tool_id, ev.tool_name) : null;

@@ -830,7 +830,23 @@ async fn a_reply_calling_a_client_tool_is_handed_back_without_running_anything()
 }
 
 #[tokio::test]
+async fn the_last_event_of_a_committed_round_names_it() {
+    let (fx, out, _) = client_round().await;
+    let last = events_json(&out.events).pop().unwrap();
+    assert_eq!(last["type"], "RoundCommitted");
+    assert_eq!(
+        (last["run"].as_str(), last["round"].as_u64()),
+        (Some(out.run.as_str()), Some(out.round))
+    );
+    // The stored log keeps it too: readers of the log tell rounds apart by it.
+    let stored = fx.store.events("s", 0).await.unwrap();
+    let (_, text) = stored.last().unwrap();
+    let stored_last: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(stored_last["type"], "RoundCommitted");
+    assert_eq!(stored_last["round"], out.round);
+}
 
+#[tokio::test]
 async fn a_client_hand_off_ends_its_event_stream_with_done() {
     let (_fx, out, _) = client_round().await;
     assert_eq!(

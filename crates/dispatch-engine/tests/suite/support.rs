@@ -378,11 +378,14 @@ impl Fixture {
     }
 }
 
-/// The event type names in order, for one tool id (or all when `id` is None).
+/// The event type names in order, for one tool id (or all when `id` is None). Every committed
+/// round ends with `RoundCommitted`; `the_last_event_of_a_committed_round_names_it` checks
+/// that, so these helpers leave it out.
 pub fn event_types(events: &[std::sync::Arc<Event>], id: Option<&str>) -> Vec<String> {
     events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| v["type"] != "RoundCommitted")
         .filter(|v| id.is_none_or(|id| v["tool_id"] == id))
         .map(|v| v["type"].as_str().unwrap().to_string())
         .collect()
@@ -405,11 +408,13 @@ pub fn serial_spec(name: &str) -> ToolSpec {
         .effect(Effect::Pure)
 }
 
-/// `(type, tool_id)` of every event in emission order; `""` for events without a tool id.
+/// `(type, tool_id)` of every event in emission order but the closing `RoundCommitted`; `""`
+/// for events without a tool id.
 #[allow(clippy::unwrap_used)]
 pub fn event_seq(events: &[std::sync::Arc<Event>]) -> Vec<(String, String)> {
     events_json(events)
         .iter()
+        .filter(|v| v["type"] != "RoundCommitted")
         .map(|v| {
             (
                 v["type"].as_str().unwrap().to_string(),

@@ -147,7 +147,8 @@ fn report_numbers_rounds_per_run_and_lists_results_events_and_pending() {
                 {"type": "ToolCallText", "tool_id": "c2", "tool_name": "calculate", "text": CALCULATED, "at_ms": "<ms>"},
                 {"type": "ToolCallEnd", "tool_id": "c2", "tool_name": "calculate", "at_ms": "<ms>"},
                 {"type": "ToolResult", "tool_id": "c2", "tool_name": "calculate", "tool_args": args,
-                 "status": "ok", "result": result, "at_ms": "<ms>"}
+                 "status": "ok", "result": result, "at_ms": "<ms>"},
+                {"type": "RoundCommitted", "run": "r1", "round": 2, "at_ms": "<ms>"}
             ],
             "pending": null
         })
