@@ -79,25 +79,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         let _ = writeln!(out, "listening on http://{local}").and_then(|_| out.flush());
     }
     eprintln!("tooldispatch: the web console is at http://{local}/");
-    let served = dispatch_server::serve(listener, daemon.clone(), access, async {
+    let served = dispatch_server::serve(listener, daemon, access, async {
         crate::commands::stop_requested().await;
     })
     .await;
     sweeper.abort();
-    // Background jobs (background_command) are stopped when the tools drop with the engine:
-    // give the last round tasks a moment to let go of it, then drop it here, before exit.
-    let mut daemon = daemon;
-    for _ in 0..50 {
-        match Arc::try_unwrap(daemon) {
-            Ok(last) => {
-                drop(last);
-                break;
-            }
-            Err(shared) => {
-                daemon = shared;
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
     served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
 }
