@@ -17,7 +17,7 @@ use crate::CliError;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// overhead (no-op calls) or sleep (calls that sleep --sleep-ms).
+    /// overhead (no-op calls), sleep (calls that sleep --sleep-ms) or http (the daemon under load).
     kind: BenchKind,
     /// Calls per round; several sizes separated by commas.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
@@ -27,18 +27,22 @@ pub struct BenchArgs {
     reps: Option<usize>,
     #[arg(long, default_value_t = 100)]
     sleep_ms: u64,
-    /// The store the rounds commit to: memory: (the default, the engine alone) or sqlite:PATH.
-    #[arg(long, default_value = "memory:")]
-    store: String,
+    /// The store the rounds commit to: memory: or sqlite:PATH (default: memory:, the engine
+    /// alone; for http a SQLite file in a temp dir, the daemon's default).
+    #[arg(long)]
+    store: Option<String>,
     /// The concurrency bound (default: max(3, cores/2)).
     #[arg(long, env = "TOOLDISPATCH_MAX_CONCURRENT_TOOLS")]
     max_concurrent: Option<usize>,
+    #[command(flatten)]
+    http: crate::bench_http::HttpArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum BenchKind {
     Overhead,
     Sleep,
+    Http,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -61,13 +65,18 @@ impl Tool for BenchTool {
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+    if args.kind == BenchKind::Http {
+        return crate::bench_http::run(args.http, args.store.as_deref(), args.max_concurrent).await;
+    }
     let max = args
         .max_concurrent
         .unwrap_or_else(default_max_concurrent)
         .max(1);
     let (name, sleep) = match args.kind {
         BenchKind::Overhead => ("bench_noop", None),
-        BenchKind::Sleep => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
+        BenchKind::Sleep | BenchKind::Http => {
+            ("bench_sleep", Some(Duration::from_millis(args.sleep_ms)))
+        }
     };
     let reps = args
         .reps
@@ -93,7 +102,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     for &n in &args.n {
         let n = n.max(1);
         // A fresh engine and store per size, so one size's retained rounds do not slow the next.
-        let engine = bench_engine(name, sleep, max, &args.store).await?;
+        let engine =
+            bench_engine(name, sleep, max, args.store.as_deref().unwrap_or("memory:")).await?;
         let mut round_us = Vec::with_capacity(reps);
         let mut wire_us = Vec::with_capacity(reps);
         let mut max_inflight = 0;

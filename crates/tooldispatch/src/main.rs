@@ -1,6 +1,7 @@
 //! `tooldispatch`: the CLI over the engine, the built-in tools and the stores (DESIGN §5).
 
 mod bench;
+mod bench_http;
 mod commands;
 mod config;
 mod serve;
@@ -42,7 +43,8 @@ enum Command {
     Replay(ReplayArgs),
     /// Answer a run that waits on the user (ask_user, store_secret); without --task, list them.
     Answer(AnswerArgs),
-    /// Measure the engine: per-call overhead, or the concurrency bound with sleeping calls.
+    /// Measure the engine: per-call overhead, the concurrency bound with sleeping calls, or the
+    /// daemon under HTTP load (http).
     Bench(bench::BenchArgs),
     /// Store housekeeping: `stats` (what it holds) and `gc` (drop what is no longer needed).
     Store(store_cmd::StoreArgs),

@@ -122,3 +122,48 @@ fn bench_sleep_honours_the_max_concurrent_env() {
         vec![json!({"bench": "sleep", "n": 4, "max_inflight": 1, "results_in_call_order": true})]
     );
 }
+
+#[test]
+fn bench_http_answers_every_call_once_in_order_on_the_daemon_and_the_echo_baseline() {
+    let td = Td::new();
+    let output = td
+        .bare()
+        .args(["bench", "http", "--sessions", "20", "--rounds", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (line, target) in lines.iter().zip(["daemon", "echo"]) {
+        // Timings are numbers ≥ 0; their values are not compared.
+        for key in ["rounds_per_s", "p50_ms", "p99_ms", "wall_ms"] {
+            let v = line[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key} is not a number: {line}"));
+            assert!(v >= 0.0, "{line}");
+        }
+        assert_eq!(
+            json!({
+                "bench": line["bench"], "target": line["target"], "sessions": line["sessions"],
+                "rounds": line["rounds"], "calls": line["calls"], "requests": line["requests"],
+                "errors": line["errors"], "wrong_results": line["wrong_results"],
+            }),
+            json!({
+                "bench": "http", "target": target, "sessions": 20, "rounds": 5, "calls": 4,
+                "requests": 100, "errors": 0, "wrong_results": 0,
+            })
+        );
+    }
+    assert!(lines[2]["ratio_vs_echo"].as_f64().is_some(), "{}", lines[2]);
+    assert_eq!(lines[2]["bench"], "http");
+    assert_eq!(lines[2]["all_calls_answered_once_in_order"], true);
+}
