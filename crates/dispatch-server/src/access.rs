@@ -27,17 +27,32 @@ pub struct Access {
 /// The token file beside the store: read it, or create it (mode 0600 from the first byte).
 /// Returns the token and whether it was created now (then the caller prints it, once).
 pub fn load_or_create_token(path: &Path) -> std::io::Result<(String, bool)> {
-    if let Ok(mut file) = std::fs::File::open(path) {
-        let mut token = String::new();
-        file.read_to_string(&mut token)?;
-        let token = token.trim().to_string();
-        if token.len() >= 32 {
-            return Ok((token, false));
+    use std::io::ErrorKind;
+    use std::os::unix::fs::PermissionsExt;
+    let read = |file: std::fs::File| -> std::io::Result<String> {
+        let mode = file.metadata()?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} can be read by other users (mode {:o}); run `chmod 600` on it, or delete it to have a new token generated",
+                path.display(),
+                mode & 0o777
+            )));
         }
-        return Err(std::io::Error::other(format!(
-            "{} holds no usable token (expected 64 hex characters); delete it to have a new one generated",
-            path.display()
-        )));
+        let mut token = String::new();
+        { file }.read_to_string(&mut token)?;
+        let token = token.trim().to_string();
+        if token.len() < 32 {
+            return Err(std::io::Error::other(format!(
+                "{} holds no usable token (expected 64 hex characters); delete it to have a new one generated",
+                path.display()
+            )));
+        }
+        Ok(token)
+    };
+    match std::fs::File::open(path) {
+        Ok(file) => return read(file).map(|t| (t, false)),
+        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -45,11 +60,19 @@ pub fn load_or_create_token(path: &Path) -> std::io::Result<(String, bool)> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut file = std::fs::OpenOptions::new()
+    let created = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)?;
+        .open(path);
+    let mut file = match created {
+        Ok(file) => file,
+        // Another daemon created it a moment ago: use that one.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            return read(std::fs::File::open(path)?).map(|t| (t, false));
+        }
+        Err(e) => return Err(e),
+    };
     file.write_all(token.as_bytes())?;
     file.sync_all()?;
     Ok((token, true))
@@ -109,6 +132,21 @@ pub async fn guard(
     let cors_allowed = origin
         .as_deref()
         .is_some_and(|o| access.cors_origins.iter().any(|allowed| allowed == o));
+    // Browsers say where a request comes from even when they send no Origin (an <iframe> or
+    // <img> of an API URL): only the console itself, or a typed address, may open a stream
+    // and make a session look watched.
+    let fetched_from_elsewhere = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"));
+    if fetched_from_elsewhere && !cors_allowed {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            "requests from other web sites are refused; add the site to [server] cors_origins in the config file to allow it",
+        )
+        .into_response();
+    }
     if let Some(origin) = &origin {
         let same_origin = origin
             .strip_prefix("http://")
@@ -226,5 +264,9 @@ mod tests {
         let (again, created) = load_or_create_token(&path).unwrap();
         assert!(!created);
         assert_eq!(again, token);
+        // A token others can read is no secret: refused, with what to do.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = load_or_create_token(&path).unwrap_err().to_string();
+        assert!(err.contains("chmod 600"), "{err}");
     }
 }

@@ -172,10 +172,15 @@ pub async fn tools(
     let id = session_id(id)?;
     let Query(query) = query?;
     let provider = provider(query.provider.as_deref())?;
-    let info = daemon.hub.session(&id);
+    // Looking does not register the session: only a round, a watcher or a create does.
+    let (clients, exclude) = daemon
+        .hub
+        .lookup(&id)
+        .map(|info| (info.client_tools, info.exclude))
+        .unwrap_or_default();
     let (tools, turn_context) = daemon
         .engine
-        .tools(&id, provider, &info.client_tools, &info.exclude)
+        .tools(&id, provider, &clients, &exclude)
         .await
         .map_err(engine_error)?;
     Ok(Json(json!({"tools": tools, "turn_context": turn_context})))

@@ -3,8 +3,16 @@
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
 
-pub async fn index() -> Html<&'static str> {
-    Html(include_str!("../console/index.html"))
+/// The console has buttons that approve tool calls: no other site may frame it and trick a
+/// click (clickjacking).
+pub async fn index() -> impl IntoResponse {
+    (
+        [
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"),
+        ],
+        Html(include_str!("../console/index.html")),
+    )
 }
 
 pub async fn script() -> impl IntoResponse {

@@ -19,6 +19,11 @@ use tokio_util::sync::CancellationToken;
 /// Events a slow watcher may fall behind by before it must catch up from the store.
 const FEED_CAPACITY: usize = 1024;
 
+/// Sessions kept in memory. Past it, the longest-idle session that nobody watches and that
+/// has no round in flight is forgotten (its state stays in the store; only the daemon's
+/// declared client tools and exclusions go).
+const MAX_SESSIONS: usize = 10_000;
+
 /// One message of a session's feed. `round` is the daemon's ticket for the round it belongs
 /// to (rounds of a session are numbered in the order this process started them), so a
 /// watcher that replayed the store can tell which live messages it has already seen.
@@ -58,7 +63,10 @@ pub struct SessionInfo {
 
 struct SessionState {
     info: SessionInfo,
-    feed: broadcast::Sender<Feed>,
+    /// Created when the first watcher subscribes: most sessions are never watched.
+    feed: Option<broadcast::Sender<Feed>>,
+    /// Created by `POST /v1/sessions` (then its client tools and exclusions are final).
+    declared: bool,
     /// Held across a round and its `Finished` marker, so markers follow commit order.
     lock: Arc<tokio::sync::Mutex<()>>,
     /// Tickets handed out so far.
@@ -67,6 +75,20 @@ struct SessionState {
     current: Option<u64>,
     /// The highest event sequence number known to be committed.
     last_seq: u64,
+}
+
+impl SessionState {
+    fn watchers(&self) -> usize {
+        self.feed
+            .as_ref()
+            .map_or(0, broadcast::Sender::receiver_count)
+    }
+
+    fn view(&self) -> SessionInfo {
+        let mut info = self.info.clone();
+        info.watchers = self.watchers();
+        info
+    }
 }
 
 /// A confirmation waiting for an answer, as the API lists it.
@@ -147,7 +169,8 @@ impl Hub {
                 client_tools: Arc::new(client_tools),
                 exclude: Arc::new(exclude),
             },
-            feed: broadcast::channel(FEED_CAPACITY).0,
+            feed: None,
+            declared: false,
             lock: Arc::default(),
             started: 0,
             current: None,
@@ -163,16 +186,40 @@ impl Hub {
         exclude: Vec<String>,
     ) -> Result<SessionInfo, CreateError> {
         let mut sessions = lock(&self.sessions);
-        if sessions.contains_key(id) {
-            return Err(CreateError::Exists);
+        if let Some(state) = sessions.get_mut(id) {
+            // Watched or looked at before it was declared: it is still the caller's to set up.
+            if state.declared || state.info.rounds > 0 {
+                return Err(CreateError::Exists);
+            }
+            state.declared = true;
+            state.info.client_tools = Arc::new(client_tools);
+            state.info.exclude = Arc::new(exclude);
+            return Ok(state.info.clone());
         }
         let id: Arc<str> = Arc::from(id);
-        let state = Self::new_state(&id, client_tools, exclude);
+        let mut state = Self::new_state(&id, client_tools, exclude);
+        state.declared = true;
         let info = state.info.clone();
+        Self::make_room(&mut sessions);
         sessions.insert(id.clone(), state);
         drop(sessions);
         self.announce_created(&id);
         Ok(info)
+    }
+
+    /// Forget the longest-idle session nobody uses, when the map is full.
+    fn make_room(sessions: &mut HashMap<Arc<str>, SessionState>) {
+        if sessions.len() < MAX_SESSIONS {
+            return;
+        }
+        let idle = sessions
+            .values()
+            .filter(|s| s.current.is_none() && s.watchers() == 0 && Arc::strong_count(&s.lock) == 1)
+            .min_by_key(|s| s.info.last_active_ms)
+            .map(|s| s.info.id.clone());
+        if let Some(id) = idle {
+            sessions.remove(&id);
+        }
     }
 
     /// Tell the overview stream a session appeared.
@@ -187,17 +234,21 @@ impl Hub {
         }
     }
 
-    /// The session, registered on first use.
+    /// The session as known, without registering it (a look is not a use).
+    pub fn lookup(&self, id: &str) -> Option<SessionInfo> {
+        lock(&self.sessions).get(id).map(SessionState::view)
+    }
+
+    /// The session, registered on first use (a round, a watcher).
     pub fn session(&self, id: &str) -> SessionInfo {
         let mut sessions = lock(&self.sessions);
         if let Some(state) = sessions.get(id) {
-            let mut info = state.info.clone();
-            info.watchers = state.feed.receiver_count();
-            return info;
+            return state.view();
         }
         let id: Arc<str> = Arc::from(id);
         let state = Self::new_state(&id, Vec::new(), Vec::new());
         let info = state.info.clone();
+        Self::make_room(&mut sessions);
         sessions.insert(id.clone(), state);
         drop(sessions);
         self.announce_created(&id);
@@ -207,14 +258,7 @@ impl Hub {
     /// Every session, most recently active first.
     pub fn sessions(&self) -> Vec<SessionInfo> {
         let sessions = lock(&self.sessions);
-        let mut list: Vec<SessionInfo> = sessions
-            .values()
-            .map(|s| {
-                let mut info = s.info.clone();
-                info.watchers = s.feed.receiver_count();
-                info
-            })
-            .collect();
+        let mut list: Vec<SessionInfo> = sessions.values().map(SessionState::view).collect();
         list.sort_by(|a, b| {
             b.last_active_ms
                 .cmp(&a.last_active_ms)
@@ -235,9 +279,12 @@ impl Hub {
     /// Subscribe to a session's feed (the subscription makes the session watched).
     pub fn watch(&self, id: &str) -> broadcast::Receiver<Feed> {
         self.session(id);
-        let sessions = lock(&self.sessions);
-        match sessions.get(id) {
-            Some(s) => s.feed.subscribe(),
+        let mut sessions = lock(&self.sessions);
+        match sessions.get_mut(id) {
+            Some(s) => s
+                .feed
+                .get_or_insert_with(|| broadcast::channel(FEED_CAPACITY).0)
+                .subscribe(),
             None => broadcast::channel(1).1,
         }
     }
@@ -258,11 +305,11 @@ impl Hub {
         self.global.subscribe()
     }
 
-    fn send(&self, session: &Arc<str>, feed: &broadcast::Sender<Feed>, item: Feed) {
+    fn send(&self, session: &Arc<str>, feed: Option<&broadcast::Sender<Feed>>, item: Feed) {
         if self.global.receiver_count() > 0 {
             let _ = self.global.send((session.clone(), item.clone()));
         }
-        if feed.receiver_count() > 0 {
+        if let Some(feed) = feed.filter(|f| f.receiver_count() > 0) {
             let _ = feed.send(item);
         }
     }
@@ -286,7 +333,7 @@ impl Hub {
         let started = json!({"type": "RoundStarted", "run": run});
         self.send(
             &session,
-            &feed,
+            feed.as_ref(),
             Feed::Live {
                 round,
                 stored: false,
@@ -307,7 +354,7 @@ impl Hub {
         self.global.receiver_count() > 0
             || lock(&self.sessions)
                 .get(id)
-                .is_some_and(|s| s.feed.receiver_count() > 0)
+                .is_some_and(|s| s.watchers() > 0)
     }
 
     pub fn last_seq(&self, id: &str) -> u64 {
@@ -323,7 +370,9 @@ impl Hub {
         last_seq: Option<u64>,
     ) {
         let mut sessions = lock(&self.sessions);
+        let mut watchers = None;
         if let Some(state) = sessions.get_mut(&*feed.session) {
+            watchers = state.feed.clone();
             if state.current == Some(feed.round) {
                 state.current = None;
             }
@@ -343,7 +392,7 @@ impl Hub {
         };
         self.send(
             &feed.session,
-            &feed.feed,
+            watchers.as_ref(),
             Feed::Finished {
                 round: feed.round,
                 last_seq,
@@ -363,7 +412,7 @@ impl Hub {
         drop(sessions);
         self.send(
             &session,
-            &feed,
+            feed.as_ref(),
             Feed::Live {
                 round,
                 stored: false,
@@ -493,7 +542,9 @@ impl Confirmer for Hub {
 pub struct RoundFeed {
     pub session: Arc<str>,
     pub round: u64,
-    feed: broadcast::Sender<Feed>,
+    /// The session's feed when the round started; a watcher that comes later gets this
+    /// round's events from the store (see stream.rs).
+    feed: Option<broadcast::Sender<Feed>>,
     global: broadcast::Sender<(Arc<str>, Feed)>,
 }
 
@@ -502,7 +553,7 @@ impl RoundFeed {
         RoundFeed {
             session: Arc::from(id),
             round: 0,
-            feed: broadcast::channel(1).0,
+            feed: None,
             global: broadcast::channel(1).0,
         }
     }
@@ -510,7 +561,7 @@ impl RoundFeed {
 
 impl EventSink for RoundFeed {
     fn send(&self, event: &Arc<Event>) {
-        let watched = self.feed.receiver_count() > 0;
+        let watched = self.feed.as_ref().is_some_and(|f| f.receiver_count() > 0);
         let everywhere = self.global.receiver_count() > 0;
         if !watched && !everywhere {
             return;
@@ -523,8 +574,8 @@ impl EventSink for RoundFeed {
         if everywhere {
             let _ = self.global.send((self.session.clone(), item.clone()));
         }
-        if watched {
-            let _ = self.feed.send(item);
+        if let Some(feed) = self.feed.as_ref().filter(|_| watched) {
+            let _ = feed.send(item);
         }
     }
 }

@@ -43,16 +43,29 @@ pub struct Daemon {
     /// Cancelled when the shutdown grace period ends: rounds still running stop, commit
     /// nothing, and their started mutating calls are reported interrupted later.
     pub stop_rounds: CancellationToken,
+    /// How long shutdown waits for rounds in flight ([`SHUTDOWN_GRACE`] unless set).
+    pub shutdown_grace: Duration,
 }
 
 impl Daemon {
     /// A daemon over an engine whose confirmer is `hub`.
     pub fn new(engine: Arc<Engine>, hub: Arc<Hub>, store: Arc<dyn SessionStore>) -> Arc<Daemon> {
+        Self::with_grace(engine, hub, store, SHUTDOWN_GRACE)
+    }
+
+    /// The same, with another shutdown grace period.
+    pub fn with_grace(
+        engine: Arc<Engine>,
+        hub: Arc<Hub>,
+        store: Arc<dyn SessionStore>,
+        shutdown_grace: Duration,
+    ) -> Arc<Daemon> {
         Arc::new(Daemon {
             engine,
             hub,
             store,
             stop_rounds: CancellationToken::new(),
+            shutdown_grace,
         })
     }
 }
@@ -87,8 +100,9 @@ pub fn router(daemon: Arc<Daemon>, access: Access) -> Router {
 }
 
 /// Serve until `shutdown` resolves; then stop taking rounds, decline waiting confirmations,
-/// end the event streams, and give rounds in flight [`SHUTDOWN_GRACE`] to finish before
-/// cancelling them.
+/// end the event streams, and give rounds in flight the grace period to finish before
+/// cancelling them. A client that never reads what it asked for cannot hold the exit up:
+/// after a second grace period the server returns with whatever is still open.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     daemon: Arc<Daemon>,
@@ -98,17 +112,29 @@ pub async fn serve(
     let app = router(daemon.clone(), access);
     let hub = daemon.hub.clone();
     let stop_rounds = daemon.stop_rounds.clone();
+    let grace = daemon.shutdown_grace;
+    let (stopped, stopping_now) = tokio::sync::oneshot::channel::<()>();
     let stopping = async move {
         shutdown.await;
         hub.close();
         // Rounds still running after the grace period are cancelled; axum then finishes
         // their requests with the `interrupted` error.
         tokio::spawn(async move {
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            tokio::time::sleep(grace).await;
             stop_rounds.cancel();
         });
+        let _ = stopped.send(());
     };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stopping)
-        .await
+    let server = axum::serve(listener, app).with_graceful_shutdown(stopping);
+    let deadline = async {
+        if stopping_now.await.is_err() {
+            // The server ended without a shutdown: nothing to bound.
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(grace * 2).await;
+    };
+    tokio::select! {
+        served = server => served,
+        () = deadline => Ok(()),
+    }
 }

@@ -89,6 +89,15 @@ pub async fn session_events(
     Ok(into_stream(rx))
 }
 
+/// Send one message unless the daemon is shutting down: a client that stops reading must not
+/// hold the shutdown up.
+async fn send(daemon: &Daemon, tx: &mpsc::Sender<SseEvent>, event: SseEvent) -> Result<(), ()> {
+    tokio::select! {
+        sent = tx.send(event) => sent.map_err(|_| ()),
+        () = daemon.hub.closed() => Err(()),
+    }
+}
+
 /// Send the session's committed events with a sequence number in `(after, until]` (all after
 /// `after` when `until` is `None`), each with its id; `after` moves to the last one sent.
 /// `Err` when the client is gone or the store failed (the stream then ends).
@@ -103,7 +112,7 @@ async fn replay(
         Ok(events) => events,
         Err(e) => {
             let text = serde_json::json!({"type": "Error", "text": format!("cannot read the session's events from the store: {e}; reconnect with Last-Event-ID to resume")});
-            let _ = tx.send(SseEvent::default().data(text.to_string())).await;
+            let _ = send(daemon, tx, SseEvent::default().data(text.to_string())).await;
             return Err(());
         }
     };
@@ -111,9 +120,12 @@ async fn replay(
         if until.is_some_and(|last| seq > last) {
             break;
         }
-        tx.send(SseEvent::default().id(seq.to_string()).data(json))
-            .await
-            .map_err(|_| ())?;
+        send(
+            daemon,
+            tx,
+            SseEvent::default().id(seq.to_string()).data(json),
+        )
+        .await?;
         *after = seq;
     }
     Ok(())
@@ -137,11 +149,8 @@ async fn pump(
         let settled = match backlog.take() {
             Some((events, settled)) => {
                 for (seq, json) in events {
-                    if tx
-                        .send(SseEvent::default().id(seq.to_string()).data(json))
-                        .await
-                        .is_err()
-                    {
+                    let event = SseEvent::default().id(seq.to_string()).data(json);
+                    if send(&daemon, &tx, event).await.is_err() {
                         return;
                     }
                     after = seq;
@@ -201,7 +210,7 @@ async fn pump(
                 Err(broadcast::error::RecvError::Lagged(_)) => continue 'replay,
                 Err(broadcast::error::RecvError::Closed) => return,
             };
-            if tx.send(out).await.is_err() {
+            if send(&daemon, &tx, out).await.is_err() {
                 return;
             }
         }
@@ -226,16 +235,13 @@ pub async fn all_events(State(daemon): State<Arc<Daemon>>) -> EventStream {
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     let text = serde_json::json!({"type": "Lagged", "skipped": n,
                         "text": "this stream fell behind and skipped events; reload the sessions you show"});
-                    let _ = tx.send(SseEvent::default().data(text.to_string())).await;
+                    let _ = send(&daemon, &tx, SseEvent::default().data(text.to_string())).await;
                     continue;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             };
-            if tx
-                .send(SseEvent::default().data(tag_session(&session, &json)))
-                .await
-                .is_err()
-            {
+            let event = SseEvent::default().data(tag_session(&session, &json));
+            if send(&daemon, &tx, event).await.is_err() {
                 return;
             }
         }

@@ -319,3 +319,36 @@ async fn shutdown_declines_waiting_confirmations_finishes_the_round_and_ends_the
         "the server did not stop: {stopped:?}"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_stream_cannot_hold_the_shutdown_up() {
+    use tokio::io::AsyncWriteExt;
+    let d = TestDaemon::with_grace(Duration::from_millis(300));
+    let mut served = d.serve().await;
+    // Enough stored events (each carries its 200 KB arguments) to fill every buffer between
+    // the replay and a client that reads nothing.
+    let big = "9".repeat(200_000);
+    for i in 0..20 {
+        let calls = reply(&[(&format!("c{i}"), "calculate", json!({"expressions": [big]}))]);
+        served.post("/v1/sessions/big/rounds", &calls).await;
+    }
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket
+        .connect(served.url.trim_start_matches("http://").parse().unwrap())
+        .await
+        .unwrap();
+    stalled
+        .write_all(b"GET /v1/sessions/big/events?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    served.stop.take().unwrap().send(()).unwrap();
+    // Two grace periods at most; the 30 s bound only keeps a regression from hanging.
+    let stopped = tokio::time::timeout(Duration::from_secs(30), served.task).await;
+    assert!(
+        matches!(stopped, Ok(Ok(Ok(())))),
+        "the server did not stop: {stopped:?}"
+    );
+    drop(stalled);
+}

@@ -493,3 +493,52 @@ async fn the_console_is_served_from_the_binary() {
         assert!(body.as_str().is_some_and(|b| !b.is_empty()), "{path}");
     }
 }
+
+#[tokio::test]
+async fn pages_of_other_sites_cannot_open_a_stream_even_without_an_origin_header() {
+    let d = TestDaemon::new();
+    for (site, expected) in [
+        ("cross-site", StatusCode::FORBIDDEN),
+        ("same-site", StatusCode::FORBIDDEN),
+        ("same-origin", StatusCode::OK),
+        ("none", StatusCode::OK),
+    ] {
+        let mut request = get("/v1/sessions");
+        request
+            .headers_mut()
+            .insert("sec-fetch-site", site.parse().unwrap());
+        let (status, _, body) = d.call(Access::default(), request).await;
+        assert_eq!(status, expected, "{site}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn looking_at_a_session_does_not_register_it_and_a_watched_one_can_still_be_declared() {
+    let d = TestDaemon::new();
+    let (status, _) = d.get("/v1/sessions/ghost/tools").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(d.get("/v1/sessions").await.1, json!({"sessions": []}));
+
+    // A watcher (or a look) before the create: the create still sets the session up.
+    let _watching = d.daemon.hub.watch("agent");
+    let (status, _) = d
+        .post(
+            "/v1/sessions",
+            &json!({"id": "agent", "exclude": ["calculate"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, body) = d.get("/v1/sessions/agent/tools").await;
+    assert!(!body["turn_context"].as_str().unwrap().contains("calculate"));
+    // Once declared, it is taken.
+    let (status, body) = d.post("/v1/sessions", &json!({"id": "agent"})).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "conflict"));
+}
+
+#[tokio::test]
+async fn the_console_may_not_be_framed_by_another_site() {
+    let d = TestDaemon::new();
+    let (_, headers, _) = d.call(Access::default(), get("/")).await;
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["content-security-policy"], "frame-ancestors 'none'");
+}

@@ -22,6 +22,14 @@ impl TestDaemon {
     }
 
     pub fn with_timeout(confirm_timeout: Duration) -> TestDaemon {
+        Self::build(confirm_timeout, dispatch_server::SHUTDOWN_GRACE)
+    }
+
+    pub fn with_grace(grace: Duration) -> TestDaemon {
+        Self::build(Duration::from_secs(300), grace)
+    }
+
+    fn build(confirm_timeout: Duration, grace: Duration) -> TestDaemon {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
@@ -43,7 +51,7 @@ impl TestDaemon {
         .with_file_history(store.clone())
         .with_chat_history(store.clone())
         .with_secrets(store.clone());
-        let daemon = Daemon::new(Arc::new(engine), hub, store);
+        let daemon = Daemon::with_grace(Arc::new(engine), hub, store, grace);
         TestDaemon { daemon, dir }
     }
 
