@@ -314,6 +314,22 @@ impl Hub {
         }
     }
 
+    /// An event of the daemon's own (never stored) on a session's feed.
+    fn send_daemon_event(
+        &self,
+        session: &Arc<str>,
+        feed: Option<&broadcast::Sender<Feed>>,
+        round: u64,
+        value: &serde_json::Value,
+    ) {
+        let item = Feed::Live {
+            round,
+            stored: false,
+            json: Arc::from(value.to_string()),
+        };
+        self.send(session, feed, item);
+    }
+
     /// A round of `session` starts: its ticket, and the sink its live events go to.
     pub fn start_round(self: &Arc<Self>, id: &str, run: &str) -> RoundFeed {
         self.session(id);
@@ -331,15 +347,7 @@ impl Hub {
         let feed = state.feed.clone();
         drop(sessions);
         let started = json!({"type": "RoundStarted", "run": run});
-        self.send(
-            &session,
-            feed.as_ref(),
-            Feed::Live {
-                round,
-                stored: false,
-                json: Arc::from(started.to_string()),
-            },
-        );
+        self.send_daemon_event(&session, feed.as_ref(), round, &started);
         RoundFeed {
             session,
             round,
@@ -410,15 +418,7 @@ impl Hub {
         let round = state.current.unwrap_or(state.started);
         let (session, feed) = (state.info.id.clone(), state.feed.clone());
         drop(sessions);
-        self.send(
-            &session,
-            feed.as_ref(),
-            Feed::Live {
-                round,
-                stored: false,
-                json: Arc::from(value.to_string()),
-            },
-        );
+        self.send_daemon_event(&session, feed.as_ref(), round, &value);
     }
 
     /// Confirmations waiting now, oldest first; only one session's when given.
