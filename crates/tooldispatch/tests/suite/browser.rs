@@ -4,7 +4,6 @@
 //! Skips with a printed reason when chromium or e2e/node_modules is missing, unless
 //! TOOLDISPATCH_REQUIRE_BROWSER=1.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -74,43 +73,14 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
     }
 
     let td = Td::new();
-    let stderr_path = td.data_dir().join("serve.stderr");
-    let mut daemon = td
-        .std_command()
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .arg("--store")
-        .arg(format!("sqlite:{}", td.store_path().display()))
-        .arg("--workdir")
-        .arg(td.workdir())
-        // The concurrent round calls http_request against the script's slow local server.
-        .env("TOOLDISPATCH_ALLOW_HOSTS", "127.0.0.1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let daemon_stderr = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
-
-    let mut stdout = BufReader::new(daemon.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let url = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| {
-            panic!(
-                "the daemon's first line is {first:?}, not `listening on http://...`; stderr: {}",
-                daemon_stderr()
-            )
-        })
-        .to_string();
+    // The concurrent round calls http_request against the script's slow local server.
+    let mut daemon = td.serve(
+        "127.0.0.1:0",
+        &[],
+        &[("TOOLDISPATCH_ALLOW_HOSTS", "127.0.0.1")],
+    );
+    let url = daemon.url.clone();
     assert!(url.starts_with("http://127.0.0.1:"), "listening on {url}");
-    // Drain the rest of stdout so the daemon never blocks on a full pipe.
-    let rest = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
 
     let artifacts = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
@@ -138,26 +108,23 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
         if Instant::now() > deadline {
             let _ = node.kill();
             let _ = node.wait();
-            let _ = daemon.kill();
             panic!(
                 "the browser test ran for 5 minutes without finishing; daemon stderr: {}",
-                daemon_stderr()
+                daemon.stderr()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     };
 
-    let pid = daemon.id().to_string();
-    let term = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(term.success(), "kill -TERM {pid} failed");
-    let exit = daemon.wait().unwrap();
-    let rest = rest.join().unwrap();
+    daemon.signal("-TERM");
+    let exit = daemon.wait_exit(Duration::from_secs(60));
+    let rest = daemon.stdout_rest();
 
     assert!(
         status.success(),
         "e2e/console.spec.mjs exited with {status} (its output above says which step failed; screenshots in {}); daemon stderr: {}",
         artifacts.display(),
-        daemon_stderr()
+        daemon.stderr()
     );
     for (name, width) in SHOTS {
         let path = artifacts.join(name);
@@ -182,6 +149,6 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
     assert!(
         exit.success(),
         "the daemon exited with {exit} after SIGTERM; stdout after the first line: {rest}; stderr: {}",
-        daemon_stderr()
+        daemon.stderr()
     );
 }

@@ -8,26 +8,6 @@ use serde_json::json;
 
 use super::support::*;
 
-/// Kill whatever the killed round left running (the command runs in its own process group,
-/// which outlives the tooldispatch process).
-struct KillOnDrop(std::path::PathBuf);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string(&self.0) {
-            for pid in text
-                .split_whitespace()
-                .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
-            {
-                // The shell leads its own process group (run_command's): kill the whole group.
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", "--", &format!("-{pid}")])
-                    .status();
-            }
-        }
-    }
-}
-
 /// Wait until the command the round runs has written a whole line to `marker`; the round
 /// must still be running then.
 fn wait_for_line(marker: &std::path::Path, child: &mut std::process::Child) {
@@ -46,7 +26,8 @@ fn wait_for_line(marker: &std::path::Path, child: &mut std::process::Child) {
 fn a_round_killed_mid_write_reports_the_call_interrupted_and_never_reruns_it() {
     let td = Td::new();
     let marker = td.workdir().join("started.txt");
-    let _cleanup = KillOnDrop(marker.clone());
+    // Kill whatever the killed round left running (its command leads its own process group).
+    let _cleanup = KillGroups(marker.clone());
 
     // Round 1 of run r1 commits normally: the transcript has something before the crash.
     td.round("s", "r1", &[], &select("c1", "calculate,run_command"));
@@ -137,7 +118,7 @@ fn ended(pid: &str) -> bool {
 fn sigterm_cancels_the_round_and_stops_its_command() {
     let td = Td::new();
     let marker = td.workdir().join("child.txt");
-    let _cleanup = KillOnDrop(marker.clone());
+    let _cleanup = KillGroups(marker.clone());
     td.round("s", "r1", &[], &select("c1", "run_command"));
     let reply = openai(&[(
         "w1",

@@ -5,142 +5,15 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::support::*;
 
-/// How long any synchronisation wait may take before the test fails.
-const WAIT: Duration = Duration::from_secs(30);
-
-/// A running `tooldispatch serve`; killed (SIGKILL) and reaped on drop.
-struct Daemon {
-    child: Child,
-    /// `host:port` to connect to (127.0.0.1 even when bound to 0.0.0.0).
-    addr: String,
-    /// The address from the first stdout line, as printed.
-    listening: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Daemon {
-    /// `serve --addr ADDR --store sqlite:<td store> --workdir <td work> [extra]`; waits for the
-    /// `listening on http://...` line.
-    fn start(td: &Td, addr: &str, extra: &[&str]) -> Daemon {
-        let mut child = td
-            .std_command()
-            .args(["serve", "--addr", addr])
-            .arg("--store")
-            .arg(format!("sqlite:{}", td.store_path().display()))
-            .arg("--workdir")
-            .arg(td.workdir())
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            if let Some(Ok(first)) = lines.next() {
-                let _ = tx.send(first);
-            }
-            for _ in lines {}
-        });
-        let mut daemon = Daemon {
-            child,
-            addr: String::new(),
-            listening: String::new(),
-            stderr,
-        };
-        let first = match rx.recv_timeout(WAIT) {
-            Ok(line) => line,
-            Err(_) => panic!(
-                "serve printed no `listening on` line (exit {:?})\nstderr: {}",
-                daemon.child.try_wait().unwrap(),
-                daemon.stderr()
-            ),
-        };
-        let listening = first
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| {
-                panic!(
-                    "first stdout line is {first:?}\nstderr: {}",
-                    daemon.stderr()
-                )
-            })
-            .to_string();
-        let port = listening.rsplit_once(':').unwrap().1;
-        daemon.addr = format!("127.0.0.1:{port}");
-        daemon.listening = listening;
-        daemon
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Wait (bounded) until the daemon's stderr contains `text`.
-    fn wait_stderr(&self, text: &str) {
-        let deadline = Instant::now() + WAIT;
-        while !self.stderr().contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "stderr never showed {text:?}\nstderr: {}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = std::process::Command::new("kill")
-            .args([sig, &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill {sig} failed");
-    }
-
-    /// Wait (bounded) for the process to exit.
-    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the daemon did not exit\nstderr: {}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
+/// The daemon's HTTP API, for the tests of this file.
+impl Served {
     /// A request that must get an answer; panics with the daemon's stderr otherwise.
     fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
         request(&self.addr, method, path, headers, body).unwrap_or_else(|e| {
@@ -177,33 +50,6 @@ impl Daemon {
             &[],
         )
         .unwrap_or_else(|e| panic!("events of {session}: {e}\nstderr: {}", self.stderr()))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Kill the process groups whose leaders wrote their pids to `marker` (run_command puts each
-/// command in its own group, which outlives a killed daemon).
-struct KillGroups(PathBuf);
-
-impl Drop for KillGroups {
-    fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string(&self.0) {
-            for pid in text
-                .split_whitespace()
-                .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
-            {
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", "--", &format!("-{pid}")])
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
     }
 }
 
@@ -438,7 +284,7 @@ impl Sse {
     }
 
     /// The next message; panics (with the daemon's stderr) if the stream ends or stalls.
-    fn expect(&mut self, daemon: &Daemon) -> Msg {
+    fn expect(&mut self, daemon: &Served) -> Msg {
         match self.next() {
             Ok(Some(msg)) => msg,
             Ok(None) => panic!("the event stream ended\nstderr: {}", daemon.stderr()),
@@ -447,7 +293,7 @@ impl Sse {
     }
 
     /// Messages up to and including the first whose JSON type is `kind`.
-    fn until(&mut self, daemon: &Daemon, kind: &str) -> Vec<Msg> {
+    fn until(&mut self, daemon: &Served, kind: &str) -> Vec<Msg> {
         let mut seen = Vec::new();
         loop {
             let msg = self.expect(daemon);
@@ -460,7 +306,7 @@ impl Sse {
     }
 
     /// Replayed messages up to and including the one with id `last`.
-    fn replay_until(&mut self, daemon: &Daemon, last: &str) -> Vec<Msg> {
+    fn replay_until(&mut self, daemon: &Served, last: &str) -> Vec<Msg> {
         let mut seen = Vec::new();
         loop {
             let msg = self.expect(daemon);
@@ -478,7 +324,7 @@ impl Sse {
 }
 
 /// Wait (bounded) until `marker` holds a whole line; the round thread must still be running.
-fn wait_for_line(marker: &Path, daemon: &Daemon) {
+fn wait_for_line(marker: &Path, daemon: &Served) {
     let deadline = Instant::now() + WAIT;
     while !std::fs::read_to_string(marker).is_ok_and(|t| t.ends_with('\n')) {
         assert!(
@@ -515,7 +361,7 @@ fn a_daemon_killed_mid_round_reports_the_call_interrupted_and_keeps_the_events_b
     td.rules("allow run_command\n");
     let marker = td.workdir().join("started.txt");
     let _groups = KillGroups(marker.clone());
-    let mut daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let mut daemon = td.serve("127.0.0.1:0", &[], &[]);
 
     // Round 1 commits; a watcher connected before it gets the Committed marker's last id.
     let mut live = daemon.events("s", "");
@@ -559,7 +405,7 @@ fn a_daemon_killed_mid_round_reports_the_call_interrupted_and_keeps_the_events_b
     drop(daemon);
 
     // Restarted on the same store: the next round of the session reports the call.
-    let daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let daemon = td.serve("127.0.0.1:0", &[], &[]);
     let mut stream = daemon.events("s", "?after=0");
     let replayed = stream.replay_until(&daemon, &last);
     assert_eq!(
@@ -621,7 +467,7 @@ fn sigterm_lets_the_round_in_flight_finish_refuses_new_ones_and_exits_0() {
     td.rules("allow run_command\n");
     let marker = td.workdir().join("started.txt");
     let _groups = KillGroups(marker.clone());
-    let mut daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let mut daemon = td.serve("127.0.0.1:0", &[], &[]);
     daemon.post_ok("/v1/sessions/s/rounds?run=r1", &select("c1", "run_command"));
 
     let mut events = daemon.events("s", "?after=0");
@@ -713,12 +559,8 @@ fn sigterm_lets_the_round_in_flight_finish_refuses_new_ones_and_exits_0() {
 #[test]
 fn a_non_loopback_bind_requires_the_token_it_stores_and_prints_once() {
     let td = Td::new();
-    let mut daemon = Daemon::start(&td, "0.0.0.0:0", &[]);
-    assert!(
-        daemon.listening.starts_with("0.0.0.0:"),
-        "{}",
-        daemon.listening
-    );
+    let mut daemon = td.serve("0.0.0.0:0", &[], &[]);
+    assert!(daemon.url.starts_with("http://0.0.0.0:"), "{}", daemon.url);
     let path = td.data_dir().join("tooldispatch/daemon-token");
     let meta = std::fs::metadata(&path)
         .unwrap_or_else(|e| panic!("{}: {e}\nstderr: {}", path.display(), daemon.stderr()));
@@ -776,7 +618,7 @@ fn a_non_loopback_bind_requires_the_token_it_stores_and_prints_once() {
     drop(daemon);
 
     // A second start reuses the token and does not show it again.
-    let daemon = Daemon::start(&td, "0.0.0.0:0", &[]);
+    let daemon = td.serve("0.0.0.0:0", &[], &[]);
     daemon.wait_stderr("the web console is at");
     assert!(
         !daemon.stderr().contains(&token),
@@ -797,7 +639,7 @@ fn a_non_loopback_bind_requires_the_token_it_stores_and_prints_once() {
 #[test]
 fn a_confirmation_waits_for_a_watcher_and_is_approved_through_the_api() {
     let td = Td::new();
-    let daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let daemon = td.serve("127.0.0.1:0", &[], &[]);
     let write = |id: &str, path: &str| {
         openai(&[(
             id,
@@ -913,7 +755,7 @@ fn shutdown_stops_the_background_jobs_the_daemon_started() {
     td.rules("allow background_command\n");
     let marker = td.workdir().join("job.pid");
     let _groups = KillGroups(marker.clone());
-    let mut daemon = Daemon::start(&td, "127.0.0.1:0", &[]);
+    let mut daemon = td.serve("127.0.0.1:0", &[], &[]);
     daemon.post_ok("/v1/sessions/s/rounds", &select("c1", "background_command"));
     let start = openai(&[(
         "b1",

@@ -15,7 +15,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -235,60 +235,11 @@ fn check_request(turn: usize, body: &Value, previous: Option<&Value>) -> Vec<Str
 // ---------------------------------------------------------------------------------------------
 // The daemon and the example
 
-/// `tooldispatch serve` on 127.0.0.1:0; killed when dropped.
-struct Daemon {
-    child: Child,
-    url: String,
-    stderr: PathBuf,
-}
-
-impl Daemon {
-    fn start(td: &Td) -> Self {
-        let stderr = td.data_dir().join("daemon.stderr");
-        let mut child = td
-            .std_command()
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .arg("--store")
-            .arg(format!("sqlite:{}", td.store_path().display()))
-            .arg("--workdir")
-            .arg(td.workdir())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        let Some(url) = first.trim().strip_prefix("listening on ") else {
-            let _ = child.kill();
-            panic!(
-                "the daemon's first line is {first:?}, not `listening on URL`; stderr: {}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            );
-        };
-        let url = url.to_string();
-        // Keep reading stdout so the daemon never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        Daemon { child, url, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Run `program args` as the agent against a fresh daemon and fake model, with "2" on stdin for
 /// ask_user's question; check the exchange and the example's output.
 fn run_example(program: &str, args: &[&Path]) {
     let td = Td::new();
-    let daemon = Daemon::start(&td);
+    let daemon = td.serve("127.0.0.1:0", &[], &[]);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let model = fake_model(seen.clone());
 

@@ -1,11 +1,19 @@
 //! A temporary work directory, data directory and SQLite store per test, and the `tooldispatch`
-//! binary run against them as a real process.
+//! binary run against them as a real process (`serve` too, owned by a [`Served`]).
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use serde_json::{Value, json};
 use tempfile::TempDir;
+
+/// How long any synchronisation wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
 
 /// One test's private world: `work/` (the --workdir), `data/` (XDG_DATA_HOME) and `store.db`.
 pub struct Td {
@@ -102,6 +110,72 @@ impl Td {
         child
     }
 
+    /// Start `serve --addr ADDR --store sqlite:<store> --workdir <work> [extra_args]` with
+    /// `envs` added to its environment, and wait (bounded) for its first stdout line
+    /// `listening on http://HOST:PORT`. Its stderr goes to a file of its own under the data
+    /// directory (see [`Served::stderr`]); the rest of its stdout is read in a thread so it
+    /// never blocks on a full pipe.
+    pub fn serve(&self, addr: &str, extra_args: &[&str], envs: &[(&str, &str)]) -> Served {
+        // A fresh file per start: a test may start the daemon again on the same store.
+        let stderr = (1..)
+            .map(|n| self.data.join(format!("serve-{n}.stderr")))
+            .find(|path| !path.exists())
+            .unwrap();
+        let mut child = self
+            .std_command()
+            .args(["serve", "--addr", addr])
+            .arg("--store")
+            .arg(format!("sqlite:{}", self.store.display()))
+            .arg("--workdir")
+            .arg(self.workdir())
+            .args(extra_args)
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let rest = std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let _ = tx.send(first);
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+            String::from_utf8_lossy(&rest).into_owned()
+        });
+        let mut served = Served {
+            child,
+            url: String::new(),
+            addr: String::new(),
+            stderr,
+            stdout_rest: Some(rest),
+        };
+        let first = match rx.recv_timeout(WAIT) {
+            Ok(line) if !line.is_empty() => line,
+            _ => panic!(
+                "serve printed no `listening on` line (exit {:?})\nstderr: {}",
+                served.child.try_wait().unwrap(),
+                served.stderr()
+            ),
+        };
+        let first = first.trim_end();
+        let listening = first
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| {
+                panic!(
+                    "the daemon's first stdout line is {first:?}, not `listening on http://...`\nstderr: {}",
+                    served.stderr()
+                )
+            });
+        let port = listening.rsplit_once(':').unwrap().1;
+        served.addr = format!("127.0.0.1:{port}");
+        served.url = format!("http://{listening}");
+        served
+    }
+
     /// `tooldispatch <sub>` with --workdir and --store pointing into the temp dir.
     pub fn cmd(&self, sub: &[&str]) -> Command {
         let mut cmd = self.bare();
@@ -143,6 +217,102 @@ impl Td {
     /// The SQLite file `cmd` points `--store` at.
     pub fn store_path(&self) -> &Path {
         &self.store
+    }
+}
+
+/// A running `tooldispatch serve` (from [`Td::serve`]); killed (SIGKILL) and reaped on drop.
+pub struct Served {
+    child: Child,
+    /// The address of the first stdout line, as printed: `http://0.0.0.0:PORT` for that bind.
+    pub url: String,
+    /// `127.0.0.1:PORT` to connect to (even when bound to 0.0.0.0).
+    pub addr: String,
+    stderr: PathBuf,
+    stdout_rest: Option<JoinHandle<String>>,
+}
+
+impl Served {
+    /// Everything the daemon wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Wait (bounded) until the daemon's stderr contains `text`.
+    pub fn wait_stderr(&self, text: &str) {
+        let deadline = Instant::now() + WAIT;
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "stderr never showed {text:?}\nstderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `kill SIG PID`, e.g. `signal("-TERM")`.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().to_string();
+        let status = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {sig} {pid} failed");
+    }
+
+    /// Wait (bounded) for the process to exit.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not exit\nstderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stdout after the first line, read until it closed: call after the daemon exited.
+    pub fn stdout_rest(&mut self) -> String {
+        self.stdout_rest
+            .take()
+            .map(|rest| rest.join().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// On drop, kill -9 the process groups whose leaders wrote their pids to the marker file:
+/// run_command puts each command in its own group, which outlives a killed `tooldispatch`.
+pub struct KillGroups(pub PathBuf);
+
+impl Drop for KillGroups {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string(&self.0) {
+            for pid in text
+                .split_whitespace()
+                .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            {
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", "--", &format!("-{pid}")])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
     }
 }
 
