@@ -4,10 +4,16 @@
 //! thread owns the connection and runs boxed jobs sent over a channel, answering through a
 //! oneshot. One writer also means no `SQLITE_BUSY` between our own commits; other processes
 //! sharing the file are covered by `busy_timeout`.
+//!
+//! Rounds are group-committed: `commit_round` queues its record and sends a job that drains
+//! the queue, so the records that piled up while the thread was busy share one transaction
+//! (each in its own savepoint, so one that conflicts or fails is rolled back alone). Every
+//! caller hears its own result only after the shared transaction has committed.
 
+use std::collections::VecDeque;
 use std::fmt::Display;
 use std::path::Path;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -168,7 +174,24 @@ const MIGRATIONS: &[&str] = &[
         ELSE '' END
     FROM transcript;
     "#,
+    // 7: migration 6 created `transcript_by_session_run` on the same columns as
+    // `transcript_by_run`; the duplicate only cost an extra index write per transcript row.
+    r#"
+    DROP INDEX IF EXISTS transcript_by_session_run;
+    "#,
 ];
+
+/// The most rounds one shared transaction commits; the rest wait for the next one.
+const MAX_BATCH: usize = 64;
+
+/// A round waiting for the writer thread, and where its caller waits for the result.
+struct QueuedRound {
+    record: RoundRecord,
+    reply: oneshot::Sender<Result<(), JobError>>,
+}
+
+/// Rounds queued by `commit_round`, oldest first.
+type CommitQueue = Arc<Mutex<VecDeque<QueuedRound>>>;
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
@@ -189,6 +212,8 @@ mod secrets_impl;
 pub struct SqliteStore {
     /// `None` only while dropping, so the worker sees the channel close.
     jobs: Option<mpsc::Sender<Job>>,
+    /// Rounds waiting to be committed; each queued round also sends a job that drains it.
+    commits: CommitQueue,
     worker: Option<JoinHandle<()>>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
@@ -234,6 +259,7 @@ impl SqliteStore {
             .map_err(|e| fail(&e))?;
         Ok(SqliteStore {
             jobs: Some(jobs),
+            commits: Default::default(),
             worker: Some(worker),
             clock,
             secrets: secrets_impl::SecretKeyFile::beside(path),
@@ -296,34 +322,19 @@ impl SessionStore for SqliteStore {
 
     async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
         let op = format!("commit round {}/{}", record.session, record.run);
-        let clock = self.clock.clone();
-        self.run(op, move |conn| {
-            // IMMEDIATE takes the write lock up front: a deferred transaction that later needs
-            // to write can fail with SQLITE_BUSY without waiting for busy_timeout.
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            // The run moves from round N-1 to N, or nothing is written: two processes
-            // dispatching rounds of one run must not both build on round N-1. The write lock
-            // taken above makes this read and the writes below one step.
-            let last: i64 = tx
-                .query_row(
-                    "SELECT rounds FROM runs WHERE session = ?1 AND run = ?2",
-                    params![record.session, record.run],
-                    |row| row.get(0),
-                )
-                .optional()?
-                .unwrap_or(0);
-            if to_u64(last, "rounds")? + 1 != record.round {
-                return Err(JobError::Conflict {
-                    session: record.session.clone(),
-                    run: record.run.clone(),
-                    round: record.round,
-                });
-            }
-            apply_round(&tx, &record, clamp_ms(clock.now_ms()))?;
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        let stopped = || StoreError::Backend(format!("{op}: the SQLite thread has stopped"));
+        let jobs = self.jobs.as_ref().ok_or_else(stopped)?;
+        let (reply, answer) = oneshot::channel();
+        lock(&self.commits).push_back(QueuedRound { record, reply });
+        // One drain job per queued round, sent after it is queued, so every round is drained
+        // by its own job or an earlier one; a job that finds the queue empty does nothing.
+        let (commits, clock) = (self.commits.clone(), self.clock.clone());
+        let drain: Job = Box::new(move |conn| commit_queued(conn, &commits, clock.as_ref()));
+        jobs.send(drain).map_err(|_| stopped())?;
+        match answer.await {
+            Ok(result) => result.map_err(|e| e.into_store_error(&op)),
+            Err(_) => Err(stopped()),
+        }
     }
 
     async fn transcript(
@@ -447,6 +458,8 @@ enum JobError {
     Corrupt(String),
     /// Data we were asked to write but cannot.
     Rejected(String),
+    /// The shared transaction of a group commit failed, so this round was not committed.
+    Batch(String),
     /// The run's last committed round is not the one before this record's.
     Conflict {
         session: String,
@@ -462,10 +475,22 @@ impl From<rusqlite::Error> for JobError {
 }
 
 impl JobError {
+    /// What went wrong, without the operation's name.
+    fn describe(self) -> String {
+        match self {
+            JobError::Sql(e) => e.to_string(),
+            JobError::Corrupt(why) => format!("stored data is corrupt: {why}"),
+            JobError::Rejected(why) | JobError::Batch(why) => why,
+            conflict @ JobError::Conflict { .. } => conflict.into_store_error("").to_string(),
+        }
+    }
+
     fn into_store_error(self, op: &str) -> StoreError {
         match self {
             JobError::Sql(e) => StoreError::Backend(format!("{op}: {e}")),
-            JobError::Rejected(why) => StoreError::Backend(format!("{op}: {why}")),
+            JobError::Rejected(why) | JobError::Batch(why) => {
+                StoreError::Backend(format!("{op}: {why}"))
+            }
             JobError::Corrupt(why) => StoreError::Corrupt(format!("{op}: {why}")),
             JobError::Conflict {
                 session,
@@ -509,6 +534,12 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Each round of a group commit runs in a savepoint, whose undo journal would otherwise
+    // spill to a temporary file; it is only needed while the transaction is open.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // A round alone uses a dozen cached statements; the default cache (16) would keep
+    // evicting and re-preparing them once reads and the other tables' statements join in.
+    conn.set_prepared_statement_cache_capacity(128);
     Ok(())
 }
 
@@ -587,8 +618,105 @@ fn load(
     Ok((snapshot, run_snapshot))
 }
 
-/// Write everything `record` changed inside `tx`; the caller commits.
-fn apply_round(tx: &Transaction, record: &RoundRecord, now_ms: i64) -> Result<(), JobError> {
+/// The commit queue, even if a thread panicked while holding it (a push or a drain of a
+/// `VecDeque` leaves it consistent).
+fn lock(commits: &CommitQueue) -> std::sync::MutexGuard<'_, VecDeque<QueuedRound>> {
+    commits.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Commit up to `MAX_BATCH` queued rounds in one transaction and answer each caller.
+fn commit_queued(conn: &mut Connection, commits: &CommitQueue, clock: &dyn Clock) {
+    let batch: Vec<QueuedRound> = {
+        let mut queue = lock(commits);
+        let take = queue.len().min(MAX_BATCH);
+        queue.drain(..take).collect()
+    };
+    if batch.is_empty() {
+        return;
+    }
+    let records: Vec<&RoundRecord> = batch.iter().map(|queued| &queued.record).collect();
+    let results = match commit_batch(conn, &records, clock) {
+        Ok(results) => results,
+        Err(e) => {
+            // Nothing of the batch was committed; every caller gets the same reason.
+            let why = match e {
+                JobError::Batch(why) => why,
+                other => format!(
+                    "{}; the round was not committed, retry it",
+                    other.describe()
+                ),
+            };
+            batch
+                .iter()
+                .map(|_| Err(JobError::Batch(why.clone())))
+                .collect()
+        }
+    };
+    for (queued, result) in batch.into_iter().zip(results) {
+        // The caller may have stopped waiting (its future was dropped); nothing to tell.
+        let _ = queued.reply.send(result);
+    }
+}
+
+/// Apply `records` in order in one IMMEDIATE transaction, each in its own savepoint, and
+/// commit. The outer error means nothing was committed; otherwise one result per record.
+fn commit_batch(
+    conn: &mut Connection,
+    records: &[&RoundRecord],
+    clock: &dyn Clock,
+) -> Result<Vec<Result<(), JobError>>, JobError> {
+    // IMMEDIATE takes the write lock up front: a deferred transaction that later needs to
+    // write can fail with SQLITE_BUSY without waiting for busy_timeout.
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut results = Vec::with_capacity(records.len());
+    for record in records {
+        match commit_one(&mut tx, record, clamp_ms(clock.now_ms())) {
+            // Some errors (disk full, I/O) make SQLite roll back the whole transaction; going
+            // on would write the remaining rounds outside of it.
+            Err(e) if tx.is_autocommit() => {
+                return Err(JobError::Batch(format!(
+                    "{} (in round {} of {}/{}, committed together with this one); SQLite \
+                     rolled back the shared transaction, so the round was not committed, \
+                     retry it",
+                    e.describe(),
+                    record.round,
+                    record.session,
+                    record.run
+                )));
+            }
+            result => results.push(result),
+        }
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+/// One round inside the shared transaction, in a savepoint that is rolled back if it fails.
+fn commit_one(tx: &mut Transaction, record: &RoundRecord, now_ms: i64) -> Result<(), JobError> {
+    let sp = tx.savepoint()?;
+    // The run moves from round N-1 to N, or nothing is written: two processes dispatching
+    // rounds of one run must not both build on round N-1. The write lock taken by the
+    // transaction makes this read and the writes below one step.
+    let last: i64 = sp
+        .prepare_cached("SELECT rounds FROM runs WHERE session = ?1 AND run = ?2")?
+        .query_row(params![record.session, record.run], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0);
+    if to_u64(last, "rounds")? + 1 != record.round {
+        return Err(JobError::Conflict {
+            session: record.session.clone(),
+            run: record.run.clone(),
+            round: record.round,
+        });
+    }
+    // On an error `sp` is dropped, which rolls the savepoint back.
+    apply_round(&sp, record, now_ms)?;
+    sp.commit()?;
+    Ok(())
+}
+
+/// Write everything `record` changed on `tx` (inside a transaction); the caller commits.
+fn apply_round(tx: &Connection, record: &RoundRecord, now_ms: i64) -> Result<(), JobError> {
     let session = record.session.as_str();
     let run = record.run.as_str();
 

@@ -248,3 +248,156 @@ async fn a_store_from_before_chat_search_is_indexed_when_migrated() {
     assert_eq!(hits[0].at_ms, 0, "its commit time is unknown");
     assert_eq!(store.transcript("s1", None).await.unwrap().len(), 1);
 }
+
+/// A round of `session`/`run` with one transcript message and one event, both saying `text`.
+fn tagged_round(session: &str, run: &str, number: u64, text: &str) -> RoundRecord {
+    RoundRecord {
+        transcript: vec![message(run, number, text)],
+        events: vec![event(json!({ "text": text }))],
+        ..round(session, run, number)
+    }
+}
+
+#[tokio::test]
+async fn rounds_queued_together_commit_together_and_each_caller_gets_its_own_result() {
+    use std::sync::Arc;
+
+    let dir = TempDir::new().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("store.db")).unwrap());
+
+    // Hold the writer thread, so every round below is queued before it commits any: the first
+    // drain then takes `MAX_BATCH` of them into one transaction and the next one the rest.
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let hold: super::Job = Box::new(move |_conn| {
+        let _ = gate.recv();
+    });
+    store.jobs.as_ref().unwrap().send(hold).unwrap();
+
+    let mut broken = tagged_round("bad", "r1", 1, "broken");
+    broken.pending = Some(task("bad", "r1", "", 1)); // breaks CHECK (task_hash <> '')
+    let mut records = vec![
+        (tagged_round("c", "r1", 1, "first"), "ok"),
+        (tagged_round("c", "r1", 1, "second"), "conflict"), // round 1 was just taken
+        (tagged_round("c", "r1", 2, "third"), "ok"),        // follows "first" in the batch
+        (broken, "check"),
+        (tagged_round("c", "r1", 2, "fourth"), "conflict"), // round 2 was just taken
+    ];
+    let sessions = 70;
+    for i in 0..sessions {
+        records.push((
+            tagged_round(&format!("s{i}"), "r1", 1, &format!("s{i}")),
+            "ok",
+        ));
+    }
+    assert!(records.len() > super::MAX_BATCH, "two batches");
+
+    let mut callers = Vec::new();
+    for (queued, (record, expected)) in records.into_iter().enumerate() {
+        let caller = store.clone();
+        let label = record.transcript[0].message.clone();
+        callers.push((
+            tokio::spawn(async move { caller.commit_round(record).await }),
+            expected,
+            label,
+        ));
+        // Queue in this order: wait until this caller has queued its round.
+        while super::lock(&store.commits).len() <= queued {
+            tokio::task::yield_now().await;
+        }
+    }
+    release.send(()).unwrap();
+
+    for (caller, expected, label) in callers {
+        let result = caller.await.unwrap();
+        match expected {
+            "ok" => assert!(result.is_ok(), "{label:?}: {result:?}"),
+            "conflict" => assert!(
+                matches!(result, Err(StoreError::Conflict { ref session, .. }) if session == "c"),
+                "{label:?}: {result:?}"
+            ),
+            _ => assert!(
+                matches!(result, Err(StoreError::Backend(ref reason))
+                    if reason.starts_with("commit round bad/r1: ")
+                        && reason.contains("CHECK constraint failed")),
+                "{label:?}: {result:?}"
+            ),
+        }
+    }
+    assert!(super::lock(&store.commits).is_empty());
+
+    // Exactly what committed is stored: "first" and "third" for c, nothing of the broken
+    // round, and every other session's round.
+    let texts = |entries: Vec<TranscriptEntry>| -> Vec<String> {
+        entries
+            .into_iter()
+            .map(|entry| match entry.message {
+                crate::TranscriptMessage::Tool { content, .. } => content,
+                other => panic!("unexpected message {other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(store.load("c", "r1").await.unwrap().1.rounds, 2);
+    assert_eq!(
+        texts(store.transcript("c", None).await.unwrap()),
+        ["first", "third"]
+    );
+    let events: Vec<String> = store
+        .events("c", 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, event)| event)
+        .collect();
+    assert_eq!(events, [r#"{"text":"first"}"#, r#"{"text":"third"}"#]);
+
+    assert_eq!(
+        store.load("bad", "r1").await.unwrap(),
+        Default::default(),
+        "nothing of the broken round may remain"
+    );
+    assert!(store.transcript("bad", None).await.unwrap().is_empty());
+    assert!(store.events("bad", 0).await.unwrap().is_empty());
+    assert!(store.pending("bad").await.unwrap().is_empty());
+
+    for i in 0..sessions {
+        let session = format!("s{i}");
+        assert_eq!(store.load(&session, "r1").await.unwrap().1.rounds, 1);
+        assert_eq!(
+            texts(store.transcript(&session, None).await.unwrap()),
+            [session.as_str()]
+        );
+        assert_eq!(store.events(&session, 0).await.unwrap().len(), 1);
+    }
+
+    // Everything above is on disk, not only in this connection.
+    drop(Arc::try_unwrap(store).ok().unwrap());
+    let conn = Connection::open(dir.path().join("store.db")).unwrap();
+    let (runs, transcript): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM transcript)",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((runs, transcript), (1 + sessions, 2 + sessions));
+}
+
+#[tokio::test]
+async fn transcript_has_one_index_per_column_list() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'transcript'
+             AND sql IS NOT NULL ORDER BY name",
+        )
+        .unwrap();
+    let names: Vec<String> = stmt
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(names, ["transcript_by_run", "transcript_by_session"]);
+}
