@@ -95,13 +95,9 @@ impl SessionState {
 #[derive(Clone, Debug, Serialize)]
 pub struct Confirmation {
     pub id: String,
-    pub session: String,
-    pub run: String,
-    pub tool_id: String,
-    pub tool_name: String,
-    pub tool_args: Arc<str>,
-    pub why: String,
-    pub remember_rule: String,
+    /// The call and why it asks (`session`, `run`, `tool_*`, `why`, `remember_rule`).
+    #[serde(flatten)]
+    pub request: ConfirmRequest,
     pub created_ms: u64,
     pub expires_ms: u64,
 }
@@ -426,7 +422,7 @@ impl Hub {
         let waiting = lock(&self.confirmations);
         let mut list: Vec<Confirmation> = waiting
             .values()
-            .filter(|w| session.is_none_or(|s| w.view.session == s))
+            .filter(|w| session.is_none_or(|s| w.view.request.session == s))
             .map(|w| w.view.clone())
             .collect();
         list.sort_by(|a, b| {
@@ -449,7 +445,7 @@ impl Hub {
         let delivered = waiting.reply.send(reply).is_ok();
         if delivered {
             self.announce(
-                &waiting.view.session,
+                &waiting.view.request.session,
                 json!({"type": "ConfirmationResolved", "id": id, "approve": approve}),
             );
         }
@@ -500,13 +496,7 @@ impl Confirmer for Hub {
         let limit = u64::try_from(self.confirm_timeout.as_millis()).unwrap_or(u64::MAX);
         let view = Confirmation {
             id: id.clone(),
-            session: request.session.clone(),
-            run: request.run.clone(),
-            tool_id: request.tool_id.clone(),
-            tool_name: request.tool_name.clone(),
-            tool_args: request.tool_args.clone(),
-            why: request.why.clone(),
-            remember_rule: request.remember_rule.clone(),
+            request: request.clone(),
             created_ms,
             expires_ms: created_ms.saturating_add(limit),
         };
