@@ -345,10 +345,20 @@ pub async fn answer(
     let Query(query) = query?;
     let provider = provider(query.provider.as_deref())?;
     let Json(answers) = body?;
+    // The run the answer resumes, for the watchers' RoundStarted (the engine finds it again,
+    // and says what waits when the task does not).
+    let run = daemon
+        .engine
+        .pending(&id)
+        .await
+        .ok()
+        .and_then(|tasks| tasks.into_iter().find(|t| t.task_hash == answers.task))
+        .map(|t| t.run)
+        .unwrap_or_default();
     let mut req = AnswerRequest::new(id.clone(), answers.task, answers.answers);
     req.request.provider = provider;
     req.request.cancel = daemon.stop_rounds.child_token();
-    let outcome = dispatch(&daemon, id, String::new(), Work::Answer(req)).await?;
+    let outcome = dispatch(&daemon, id, run, Work::Answer(req)).await?;
     Ok(respond(
         &outcome,
         provider,

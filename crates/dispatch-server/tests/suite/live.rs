@@ -276,6 +276,10 @@ async fn an_ask_user_answered_through_the_api_resumes_the_run() {
     assert_eq!(body[0]["tool_call_id"], "a1");
     assert!(body[0]["content"].as_str().unwrap().contains("eu"));
     let resumed = sse.until("Committed").await;
+    assert_eq!(
+        resumed[0].data,
+        json!({"type": "RoundStarted", "run": "default"})
+    );
     let result = resumed
         .iter()
         .find(|m| m.data["type"] == "ToolResult")
