@@ -163,7 +163,7 @@ fn image(url: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error};
+    use crate::wire::test_calls::{call, error, result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -351,21 +351,6 @@ mod tests {
         assert_eq!(lengths, Ok(vec![huge.len() + 2]));
     }
 
-    fn result<'a>(
-        id: &'a str,
-        content: &'a str,
-        is_error: bool,
-        images: &'a [String],
-    ) -> WireResult<'a> {
-        WireResult {
-            tool_call_id: id,
-            name: "get_weather",
-            content,
-            is_error,
-            images,
-        }
-    }
-
     #[test]
     fn renders_every_result_as_a_tool_result_block_of_one_user_message() {
         let screenshot = ["data:image/png;base64,iVBORw0KGgo=".to_owned()];
@@ -374,20 +359,22 @@ mod tests {
             "https://example.com/chart.gif".to_owned(),
         ];
         let results = [
-            result("toolu_01", "15 degrees", false, &[]),
+            result("toolu_01", "get_weather", "15 degrees", false, &[]),
             result(
                 "toolu_02",
+                "get_weather",
                 "tool=get_weather failed: city not found",
                 true,
                 &[],
             ),
             result(
                 "toolu_03",
+                "get_weather",
                 "[get_weather] 1 image(s) loaded",
                 false,
                 &screenshot,
             ),
-            result("toolu_04", "", true, &only_image),
+            result("toolu_04", "get_weather", "", true, &only_image),
         ];
         assert_eq!(
             Value::Array(Messages.render_results(&results)),
@@ -443,7 +430,7 @@ mod tests {
         let calls = parse(PARALLEL).unwrap_or_default();
         let results: Vec<WireResult<'_>> = calls
             .iter()
-            .map(|c| result(&c.id, "ok", false, &[]))
+            .map(|c| result(&c.id, "get_weather", "ok", false, &[]))
             .collect();
         let messages = Messages.render_results(&results);
         let answered: Vec<Value> = messages[0]["content"]

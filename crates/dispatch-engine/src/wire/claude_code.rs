@@ -309,7 +309,7 @@ fn escape_attribute(value: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error};
+    use crate::wire::test_calls::{call, error, result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -495,21 +495,6 @@ mod tests {
         );
     }
 
-    fn result<'a>(
-        name: &'a str,
-        content: &'a str,
-        is_error: bool,
-        images: &'a [String],
-    ) -> WireResult<'a> {
-        WireResult {
-            tool_call_id: "ignored",
-            name,
-            content,
-            is_error,
-            images,
-        }
-    }
-
     #[test]
     fn renders_all_results_as_tool_result_blocks_of_one_user_message() {
         let images = [
@@ -517,20 +502,28 @@ mod tests {
             "data:image/png;base64,BBBB".to_owned(),
         ];
         let results = [
-            result("read_files", "[read_files] fn main() {}", false, &[]),
             result(
+                "ignored",
+                "read_files",
+                "[read_files] fn main() {}",
+                false,
+                &[],
+            ),
+            result(
+                "ignored",
                 "run_command",
                 "tool=run_command failed: exit 1\nnext: fix it",
                 true,
                 &[],
             ),
             result(
+                "ignored",
                 "screenshot",
                 "[screenshot] 2 image(s) loaded",
                 false,
                 &images,
             ),
-            result("odd\"<&>name", "", false, &[]),
+            result("ignored", "odd\"<&>name", "", false, &[]),
         ];
         assert_eq!(
             Value::Array(TextProtocol.render_results(&results)),

@@ -324,7 +324,7 @@ fn gemini_schema_object(map: &Map<String, Value>) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error};
+    use crate::wire::test_calls::{call, error, result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -543,22 +543,6 @@ mod tests {
             format!(r#"{{"parts":[{{"functionCall":{{"name":"x","args":{{"s":"{huge}"}}}}}}]}}"#);
         let lengths = parse(&input).map(|calls| calls.iter().map(|c| c.arguments.len()).collect());
         assert_eq!(lengths, Ok(vec![huge.len() + 8]));
-    }
-
-    fn result<'a>(
-        id: &'a str,
-        name: &'a str,
-        content: &'a str,
-        is_error: bool,
-        images: &'a [String],
-    ) -> WireResult<'a> {
-        WireResult {
-            tool_call_id: id,
-            name,
-            content,
-            is_error,
-            images,
-        }
     }
 
     #[test]

@@ -217,7 +217,23 @@ fn distinct_ids(
 /// What every format's tests build replies and expectations from.
 #[cfg(test)]
 pub(crate) mod test_calls {
-    use super::{RawCall, WireError};
+    use super::{RawCall, WireError, WireResult};
+
+    pub fn result<'a>(
+        id: &'a str,
+        name: &'a str,
+        content: &'a str,
+        is_error: bool,
+        images: &'a [String],
+    ) -> WireResult<'a> {
+        WireResult {
+            tool_call_id: id,
+            name,
+            content,
+            is_error,
+            images,
+        }
+    }
 
     pub fn call(id: &str, name: &str, arguments: &str) -> RawCall {
         RawCall {

@@ -239,7 +239,7 @@ fn reject_anthropic_blocks(message: &Map<String, Value>) -> Result<(), WireError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error};
+    use crate::wire::test_calls::{call, error, result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -528,21 +528,6 @@ mod tests {
         }
     }
 
-    fn result<'a>(
-        id: &'a str,
-        content: &'a str,
-        is_error: bool,
-        images: &'a [String],
-    ) -> WireResult<'a> {
-        WireResult {
-            tool_call_id: id,
-            name: "get_weather",
-            content,
-            is_error,
-            images,
-        }
-    }
-
     #[test]
     fn renders_one_tool_message_per_result_then_one_user_message_with_every_image() {
         let chart = ["data:image/png;base64,AAAA".to_owned()];
@@ -551,14 +536,27 @@ mod tests {
             "data:image/webp;base64,CCCC".to_owned(),
         ];
         let results = [
-            result("call_1", "[get_weather] 1 image(s) loaded", false, &chart),
+            result(
+                "call_1",
+                "get_weather",
+                "[get_weather] 1 image(s) loaded",
+                false,
+                &chart,
+            ),
             result(
                 "call_2",
+                "get_weather",
                 "tool=get_weather failed: timeout\nnext: retry",
                 true,
                 &[],
             ),
-            result("call_3", "[get_weather] 2 image(s) loaded", false, &photos),
+            result(
+                "call_3",
+                "get_weather",
+                "[get_weather] 2 image(s) loaded",
+                false,
+                &photos,
+            ),
         ];
         assert_eq!(
             Value::Array(ChatCompletions.render_results(&results)),
@@ -577,7 +575,7 @@ mod tests {
 
     #[test]
     fn renders_no_image_message_when_no_result_has_images_and_nothing_for_no_results() {
-        let results = [result("c", "ok", false, &[])];
+        let results = [result("c", "get_weather", "ok", false, &[])];
         assert_eq!(
             Value::Array(ChatCompletions.render_results(&results)),
             json!([{"role": "tool", "tool_call_id": "c", "content": "ok"}])
@@ -587,7 +585,7 @@ mod tests {
 
     #[test]
     fn answers_the_legacy_function_call_with_a_function_message() {
-        let results = [result("function_call", "sunny", false, &[])];
+        let results = [result("function_call", "get_weather", "sunny", false, &[])];
         assert_eq!(
             Value::Array(ChatCompletions.render_results(&results)),
             json!([{"role": "function", "name": "get_weather", "content": "sunny"}])
@@ -636,7 +634,7 @@ mod tests {
         let calls = parse(PARALLEL).unwrap_or_default();
         let results: Vec<WireResult<'_>> = calls
             .iter()
-            .map(|c| result(&c.id, "ok", false, &[]))
+            .map(|c| result(&c.id, "get_weather", "ok", false, &[]))
             .collect();
         let answered: Vec<Value> = ChatCompletions
             .render_results(&results)

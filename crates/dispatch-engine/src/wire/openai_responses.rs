@@ -183,7 +183,7 @@ fn output(result: &WireResult<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error};
+    use crate::wire::test_calls::{call, error, result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -404,21 +404,6 @@ mod tests {
         assert_eq!(lengths, Ok(vec![(8 << 20, 8 << 20)]));
     }
 
-    fn result<'a>(
-        id: &'a str,
-        content: &'a str,
-        is_error: bool,
-        images: &'a [String],
-    ) -> WireResult<'a> {
-        WireResult {
-            tool_call_id: id,
-            name: "get_weather",
-            content,
-            is_error,
-            images,
-        }
-    }
-
     #[test]
     fn renders_one_function_call_output_per_result_with_images_as_content_parts() {
         let chart = ["data:image/png;base64,iVBORw0KGgo=".to_owned()];
@@ -427,15 +412,22 @@ mod tests {
             "https://example.com/chart.gif".to_owned(),
         ];
         let results = [
-            result("call_1", "15 degrees", false, &[]),
+            result("call_1", "get_weather", "15 degrees", false, &[]),
             result(
                 "call_2",
+                "get_weather",
                 "tool=get_weather failed: city not found\nnext: check the spelling",
                 true,
                 &[],
             ),
-            result("call_3", "[get_weather] 1 image(s) loaded", false, &chart),
-            result("call_4", "", false, &only_images),
+            result(
+                "call_3",
+                "get_weather",
+                "[get_weather] 1 image(s) loaded",
+                false,
+                &chart,
+            ),
+            result("call_4", "get_weather", "", false, &only_images),
         ];
         assert_eq!(
             Value::Array(Responses.render_results(&results)),
@@ -491,7 +483,7 @@ mod tests {
         let calls = parse(PARALLEL).unwrap_or_default();
         let results: Vec<WireResult<'_>> = calls
             .iter()
-            .map(|c| result(&c.id, "ok", false, &[]))
+            .map(|c| result(&c.id, "get_weather", "ok", false, &[]))
             .collect();
         assert_eq!(
             Value::Array(Responses.render_results(&results)),
