@@ -237,18 +237,23 @@ impl Hub {
 
     /// The session, registered on first use (a round, a watcher).
     pub fn session(&self, id: &str) -> SessionInfo {
+        self.with_session(id, |state| state.view())
+    }
+
+    /// Work on the session's state under one lock, registering the session first if needed.
+    fn with_session<R>(&self, id: &str, work: impl FnOnce(&mut SessionState) -> R) -> R {
         let mut sessions = lock(&self.sessions);
-        if let Some(state) = sessions.get(id) {
-            return state.view();
+        if let Some(state) = sessions.get_mut(id) {
+            return work(state);
         }
         let id: Arc<str> = Arc::from(id);
-        let state = Self::new_state(&id, Vec::new(), Vec::new());
-        let info = state.info.clone();
+        let mut state = Self::new_state(&id, Vec::new(), Vec::new());
+        let out = work(&mut state);
         Self::make_room(&mut sessions);
         sessions.insert(id.clone(), state);
         drop(sessions);
         self.announce_created(&id);
-        info
+        out
     }
 
     /// Every session, most recently active first.
@@ -265,24 +270,17 @@ impl Hub {
 
     /// The lock a round of this session holds from start to `Finished` marker.
     pub fn round_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.session(id);
-        lock(&self.sessions)
-            .get(id)
-            .map(|s| s.lock.clone())
-            .unwrap_or_default()
+        self.with_session(id, |state| state.lock.clone())
     }
 
     /// Subscribe to a session's feed (the subscription makes the session watched).
     pub fn watch(&self, id: &str) -> broadcast::Receiver<Feed> {
-        self.session(id);
-        let mut sessions = lock(&self.sessions);
-        match sessions.get_mut(id) {
-            Some(s) => s
+        self.with_session(id, |state| {
+            state
                 .feed
                 .get_or_insert_with(|| broadcast::channel(FEED_CAPACITY).0)
-                .subscribe(),
-            None => broadcast::channel(1).1,
-        }
+                .subscribe()
+        })
     }
 
     /// Rounds of the session started so far (see [`Feed`]).
@@ -328,20 +326,13 @@ impl Hub {
 
     /// A round of `session` starts: its ticket, and the sink its live events go to.
     pub fn start_round(self: &Arc<Self>, id: &str, run: &str) -> RoundFeed {
-        self.session(id);
-        let mut sessions = lock(&self.sessions);
-        let Some(state) = sessions.get_mut(id) else {
-            // `session` just registered it; only a concurrent removal (none exists) lands here.
-            return RoundFeed::detached(id);
-        };
-        state.started += 1;
-        state.current = Some(state.started);
-        state.info.rounds += 1;
-        state.info.last_active_ms = now_ms();
-        let round = state.started;
-        let session = state.info.id.clone();
-        let feed = state.feed.clone();
-        drop(sessions);
+        let (round, session, feed) = self.with_session(id, |state| {
+            state.started += 1;
+            state.current = Some(state.started);
+            state.info.rounds += 1;
+            state.info.last_active_ms = now_ms();
+            (state.started, state.info.id.clone(), state.feed.clone())
+        });
         let started = json!({"type": "RoundStarted", "run": run});
         self.send_daemon_event(&session, feed.as_ref(), round, &started);
         RoundFeed {
@@ -536,17 +527,6 @@ pub struct RoundFeed {
     /// round's events from the store (see stream.rs).
     feed: Option<broadcast::Sender<Feed>>,
     global: broadcast::Sender<(Arc<str>, Feed)>,
-}
-
-impl RoundFeed {
-    fn detached(id: &str) -> RoundFeed {
-        RoundFeed {
-            session: Arc::from(id),
-            round: 0,
-            feed: None,
-            global: broadcast::channel(1).0,
-        }
-    }
 }
 
 impl EventSink for RoundFeed {
