@@ -1,16 +1,17 @@
 //! The confirm gate: whether a call may run, must be asked about, or is refused
 //! (spec §6 order, DESIGN §3.11 and §4.4), and the `Confirmer` that answers the asking.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::rules::{Rule, RuleKind, Rules, rule_subject};
-use crate::sensitive::{ReadOnlyCommands, is_read_only_command, is_sensitive_path, path_args};
+use crate::rules::{Rule, RuleCall, RuleKind, Rules, shown_path};
+use crate::sensitive::is_sensitive_path;
 use crate::spec::{Gate, ToolSpec};
+use crate::subject::{Access, Subject};
 
 /// How long a confirmation may wait for an answer before the call is declined.
 pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -128,19 +129,11 @@ pub enum Verdict {
 #[derive(Clone, Debug, Default)]
 pub struct GatePolicy {
     pub rules: Rules,
-    pub read_only_commands: ReadOnlyCommands,
-}
-
-/// A `mode` of list, read or search runs without asking (seed §6), but only when the tool's
-/// schema offers that mode: a tool that does not know `mode` would ignore it and do its usual,
-/// possibly destructive, work.
-fn reading_mode(spec: &ToolSpec, mode: &str) -> bool {
-    matches!(mode, "list" | "read" | "search")
-        && spec
-            .parameters
-            .pointer("/properties/mode/enum")
-            .and_then(Value::as_array)
-            .is_some_and(|modes| modes.iter().any(|m| m.as_str() == Some(mode)))
+    /// The work directory, to show paths in rules relative to it.
+    pub workdir: PathBuf,
+    /// Paths no call may touch without asking, even under "allow for this turn": the data
+    /// directory, the store and its key, the work directory's `.tooldispatch/` (resolved).
+    pub protected: Vec<PathBuf>,
 }
 
 /// Flags of the run that bypass asking.
@@ -153,46 +146,60 @@ pub struct Permission {
 }
 
 impl GatePolicy {
-    /// Decide, in order: deny rule → run allow-all → interactive → sensitive path → a stored
-    /// secret sent without an allow rule → turn allow-all → destructive → `shell: true` → ask rule → read-only → list/read/search mode →
-    /// GET → read-only command (without `env`/`pass_env`) → allow rule → ask.
+    /// Decide from what the call touches (its [`Subject`]), in order: deny rule → run
+    /// allow-all → interactive → sensitive or protected path → a stored secret sent without an
+    /// allow rule → turn allow-all → destroys → always-ask (shell line, network) → ask rule →
+    /// environment not named by an allow rule → reads → allow rule → ask.
     pub fn evaluate(
         &self,
         spec: &ToolSpec,
-        args: &Value,
+        subject: &Subject,
+        secrets: &[String],
         raw: &str,
         permission: Permission,
     ) -> Verdict {
         let name = spec.name.as_str();
-        // Most work directories have no rules: skip building the match text then.
-        let subject = if self.rules.rules().is_empty() {
-            String::new()
-        } else {
-            rule_subject(args, raw)
-        };
-        if let Some(rule) = self.rules.find(RuleKind::Deny, name, &subject) {
+        let call = RuleCall::new(subject, &self.workdir, raw);
+        if let Some(rule) = self.rules.find(RuleKind::Deny, name, &call) {
             return Verdict::Deny { rule: rule.clone() };
         }
         if permission.run_allow_all || spec.gate == Gate::Interactive {
             return Verdict::Run;
         }
-        if let Some(path) = path_args(args).into_iter().find(|p| is_sensitive_path(p)) {
+        if let Some(path) = subject
+            .paths
+            .iter()
+            .find(|p| is_sensitive_path(&p.to_string_lossy()))
+        {
             return Verdict::Ask {
                 why: format!(
-                    "{name} touches the sensitive path {path} (keys and credentials always ask)"
+                    "{name} touches the sensitive path {} (keys and credentials always ask)",
+                    shown_path(path, &self.workdir)
+                ),
+            };
+        }
+        if let Some(path) = subject
+            .paths
+            .iter()
+            .find(|p| self.protected.iter().any(|guarded| p.starts_with(guarded)))
+        {
+            return Verdict::Ask {
+                why: format!(
+                    "{name} touches {}, which holds tooldispatch's own rules, store or keys (always asks)",
+                    shown_path(path, &self.workdir)
                 ),
             };
         }
         // A stored secret leaves only where the user said it may go: an allow rule for this
         // call (`allow http_request(https://api.github.com/**)`) or their approval now. Else
         // `{{secret:NAME}}` in a GET to any host would hand the secret to whoever runs it.
-        if let Some(secret) = secret_reference(raw)
-            && self.rules.find(RuleKind::Allow, name, &subject).is_none()
+        if let Some(secret) = secrets.first()
+            && self.rules.find(RuleKind::Allow, name, &call).is_none()
         {
-            let target = args
-                .get("url")
-                .and_then(Value::as_str)
-                .map_or_else(|| name.to_string(), shown_target);
+            let target = match subject.urls.first() {
+                Some(url) => shown_target(url),
+                None => name.to_string(),
+            };
             return Verdict::Ask {
                 why: format!(
                     "{name} sends the stored secret {secret} to {target} (a secret goes only where a rule in .tooldispatch/rules or the user allows)"
@@ -202,79 +209,50 @@ impl GatePolicy {
         if permission.turn_allow_all {
             return Verdict::Run;
         }
-        let mode = args.get("mode").and_then(Value::as_str).map(str::trim);
-        if spec.gate == Gate::Destructive || matches!(mode, Some("remove" | "restore")) {
+        if subject.access == Access::Destroys {
             return Verdict::Ask {
-                why: format!("{name} removes or overwrites files (always asks)"),
+                why: subject
+                    .why
+                    .clone()
+                    .unwrap_or_else(|| format!("{name} removes or overwrites files (always asks)")),
             };
         }
-        // A shell command line cannot be judged by its words (`ls; rm -rf x`), so no read-only
-        // list or allow rule lets it through.
-        if args.get("shell").and_then(Value::as_bool) == Some(true) {
-            return Verdict::Ask {
-                why: format!("{name} runs a shell command line (always asks)"),
-            };
+        if let Some(why) = &subject.always_ask {
+            return Verdict::Ask { why: why.clone() };
         }
-        if let Some(rule) = self.rules.find(RuleKind::Ask, name, &subject) {
+        if let Some(rule) = self.rules.find(RuleKind::Ask, name, &call) {
             return Verdict::Ask {
                 why: format!("the rule `{}` asks for it", rule.text),
             };
         }
-        let allowed_by_kind = match spec.gate {
-            Gate::ReadOnly | Gate::Interactive => true,
-            Gate::AskUnlessGet => match args.get("method").and_then(Value::as_str) {
-                None => true,
-                Some(m) => m.trim().is_empty() || m.trim().eq_ignore_ascii_case("get"),
-            },
-            Gate::AskUnlessReadOnlyCommand => {
-                let argv: Vec<String> = args
-                    .get("argv")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let network = args
-                    .get("network")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                // Variables such as LD_PRELOAD or GIT_EXTERNAL_DIFF make a listed command run
-                // other code, and passing a secret through is a decision for the user.
-                let sets_env = ["env", "pass_env"].iter().any(|key| match args.get(*key) {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Object(map)) => !map.is_empty(),
-                    Some(Value::Array(items)) => !items.is_empty(),
-                    Some(_) => true,
-                });
-                let cwd = args.get("cwd").and_then(Value::as_str);
-                !sets_env && is_read_only_command(&argv, network, cwd, &self.read_only_commands)
-            }
-            Gate::AskWith(keys) => keys
-                .iter()
-                .all(|key| matches!(args.get(*key), None | Some(Value::Null))),
-            Gate::Ask | Gate::Destructive => false,
-        };
-        if allowed_by_kind || mode.is_some_and(|m| reading_mode(spec, m)) {
+        // Variables such as LD_PRELOAD or GIT_CONFIG_* make a program run other code, and
+        // passing one through is a decision for the user: only a rule that names them allows.
+        if !subject.env.is_empty() {
+            return match self.rules.find(RuleKind::Allow, name, &call) {
+                Some(_) => Verdict::Run,
+                None => Verdict::Ask {
+                    why: format!(
+                        "{name} sets or passes the environment variables {}, which can change what the program runs (an allow rule must name them: `allow {name}(…) env({})`)",
+                        subject.env.join(", "),
+                        subject.env.join(" ")
+                    ),
+                },
+            };
+        }
+        if subject.access == Access::Reads {
             return Verdict::Run;
         }
-        if self.rules.find(RuleKind::Allow, name, &subject).is_some() {
+        if self.rules.find(RuleKind::Allow, name, &call).is_some() {
             return Verdict::Run;
         }
         Verdict::Ask {
-            why: format!(
-                "{name} can change things and no rule in .tooldispatch/rules allows this call"
-            ),
+            why: subject.why.clone().unwrap_or_else(|| {
+                format!(
+                    "{name} can change things and no rule in .tooldispatch/rules allows this call"
+                )
+            }),
         }
     }
-}
-
-/// The first `{{secret:NAME}}` the arguments use, as `NAME`.
-fn secret_reference(raw: &str) -> Option<&str> {
-    let start = raw.find("{{secret:")? + "{{secret:".len();
-    let len = raw[start..].find("}}")?;
-    Some(raw[start..start + len].trim())
 }
 
 /// Where a URL goes, for a prompt: its scheme and host (the path may be long and is in the

@@ -22,6 +22,7 @@ pub mod sensitive;
 pub mod shaping;
 pub mod spec;
 pub mod status;
+pub mod subject;
 pub mod tool;
 pub mod wire;
 
@@ -37,5 +38,6 @@ pub use round::{
 };
 pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};
 pub use status::Status;
+pub use subject::{Access, Subject};
 pub use tool::{CachePut, Exclude, Progress, Tool, ToolContext, ToolError, ToolOutput};
 pub use wire::{Provider, RawCall};

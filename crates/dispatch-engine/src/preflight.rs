@@ -16,6 +16,7 @@ use crate::round::{RoundCx, Slot, SlotState, go_duration, normalise_name};
 use crate::rules::remembered_rule;
 use crate::spec::Effect;
 use crate::status::Status;
+use crate::subject::secret_references;
 use crate::wire::RawCall;
 use dispatch_store::{DedupeEntry, Validity};
 
@@ -246,15 +247,17 @@ impl RoundCx<'_> {
         };
         let tool = entry.tool.clone();
 
-        // 6. Confirm gate.
+        // 6. Confirm gate: the tool says what the call touches; the gate reads only that.
         let null = Value::Null;
         let args_view = parsed.as_ref().unwrap_or(&null);
+        let subject = tool.subject(args_view, &self.engine.workdir);
+        let secrets = secret_references(args_view);
         let permission = Permission {
             run_allow_all: self.req.allow_all,
             turn_allow_all: self.run.turn_allow_all,
         };
         let verdict = match self.engine.policy.lock() {
-            Ok(policy) => policy.evaluate(tool.spec(), args_view, &args_raw, permission),
+            Ok(policy) => policy.evaluate(tool.spec(), &subject, &secrets, &args_raw, permission),
             Err(_) => Verdict::Ask {
                 why: "the rules could not be read".into(),
             },
@@ -281,7 +284,12 @@ impl RoundCx<'_> {
                     tool_id: id.to_string(),
                     tool_name: name.clone(),
                     tool_args: args_arc.clone(),
-                    remember_rule: remembered_rule(&name, args_view, &args_raw),
+                    remember_rule: remembered_rule(
+                        &name,
+                        &subject,
+                        &self.engine.workdir,
+                        &args_raw,
+                    ),
                     why,
                 };
                 if let Some((skipped, text)) = self.confirm(&request).await {

@@ -22,7 +22,6 @@ use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
 use crate::redact::{Redactor, ToolSecrets};
 use crate::registry::Registry;
 use crate::rules::{RuleLint, Rules};
-use crate::sensitive::ReadOnlyCommands;
 use crate::shaping::DEFAULT_RESULT_BUDGET;
 use crate::spec::Effect;
 use crate::status::Status;
@@ -48,7 +47,14 @@ pub struct EngineConfig {
     pub confirm_timeout: Duration,
     /// Per-result budget in bytes before output shaping.
     pub result_budget: usize,
-    pub read_only_commands: ReadOnlyCommands,
+    /// The user trusts the work directory (`tooldispatch trust`): only then are its
+    /// `.tooldispatch/rules` obeyed. A cloned repository's rules must not grant themselves
+    /// permissions.
+    pub trust_workdir: bool,
+    /// Paths every call that touches them must ask about, even under "allow for this turn":
+    /// the data directory, the store and its key. The work directory's `.tooldispatch/` is
+    /// always added.
+    pub protected: Vec<PathBuf>,
 }
 
 impl EngineConfig {
@@ -59,7 +65,8 @@ impl EngineConfig {
             max_concurrent: default_max_concurrent(),
             confirm_timeout: CONFIRM_TIMEOUT,
             result_budget: DEFAULT_RESULT_BUDGET,
-            read_only_commands: ReadOnlyCommands::default(),
+            trust_workdir: false,
+            protected: Vec::new(),
         }
     }
 }
@@ -337,13 +344,31 @@ impl Engine {
         confirmer: Arc<dyn Confirmer>,
         config: EngineConfig,
     ) -> Result<Self, EngineError> {
-        let rules = Rules::load(&config.workdir).map_err(|source| EngineError::Rules {
-            path: config.workdir.join(Rules::FILE).display().to_string(),
-            source,
-        })?;
+        let rules = if config.trust_workdir {
+            Rules::load(&config.workdir).map_err(|source| EngineError::Rules {
+                path: config.workdir.join(Rules::FILE).display().to_string(),
+                source,
+            })?
+        } else {
+            Rules::untrusted(&config.workdir)
+        };
+        let mut protected: Vec<PathBuf> = config
+            .protected
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .collect();
+        // By its resolved path: a `.tooldispatch` that is a link guards where it points.
+        protected.push(crate::subject::resolve_path(
+            &config.workdir,
+            ".tooldispatch",
+        ));
         let policy = GatePolicy {
             rules,
-            read_only_commands: config.read_only_commands.clone(),
+            workdir: config
+                .workdir
+                .canonicalize()
+                .unwrap_or_else(|_| config.workdir.clone()),
+            protected,
         };
         Ok(Engine {
             registry: Arc::new(registry),
@@ -422,6 +447,12 @@ impl Engine {
         lints
     }
 
+    /// One line saying the work directory's rules file is ignored because the directory is
+    /// not trusted, when that is so.
+    pub fn rules_note(&self) -> Option<String> {
+        self.policy.lock().ok()?.rules.ignored_note()
+    }
+
     /// The request's tools array and turn context for a session.
     pub async fn tools(
         &self,
@@ -439,10 +470,12 @@ impl Engine {
             client_tools,
             marked: &snapshot.marked,
         };
-        Ok((
-            catalog.tools_array(),
-            catalog.turn_context(&self.config.workdir),
-        ))
+        let mut context = catalog.turn_context(&self.config.workdir);
+        if let Some(note) = self.rules_note() {
+            context.push('\n');
+            context.push_str(&note);
+        }
+        Ok((catalog.tools_array(), context))
     }
 
     /// Dispatch one round: check every call, run the ready ones, commit in call order.

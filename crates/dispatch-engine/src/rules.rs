@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::subject::Subject;
+
 /// What a matching rule does to a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuleKind {
@@ -41,6 +43,9 @@ pub struct Rule {
     pub tool: String,
     /// Glob over the call's canonical args; `None` matches any args.
     pub pattern: Option<String>,
+    /// Environment variable names (globs) an allow rule lets a call set or pass:
+    /// `allow run_command(npm test) env(NODE_ENV CI_*)`.
+    pub env: Vec<String>,
     /// 1-based line in the file, 0 when the rule was added in memory.
     pub line: usize,
     /// The line as written, trimmed.
@@ -65,6 +70,8 @@ pub struct Rules {
     parse_lints: Vec<RuleLint>,
     lints: Vec<RuleLint>,
     source: Option<PathBuf>,
+    /// The rules file exists but the work directory is not trusted, so it was not read.
+    ignored: bool,
 }
 
 impl Rules {
@@ -107,6 +114,7 @@ impl Rules {
             parse_lints,
             lints: Vec::new(),
             source: None,
+            ignored: false,
         };
         parsed.relint();
         parsed
@@ -122,6 +130,26 @@ impl Rules {
         };
         rules.source = Some(path);
         Ok(rules)
+    }
+
+    /// No rules for a work directory the user has not trusted: its rules file, if any, is not
+    /// read (a cloned repository must not grant itself permissions). "Remember" still writes
+    /// there, and takes effect for this engine at once.
+    pub fn untrusted(workdir: &Path) -> Rules {
+        let path = workdir.join(Self::FILE);
+        Rules {
+            ignored: std::fs::symlink_metadata(&path).is_ok(),
+            source: Some(path),
+            ..Rules::default()
+        }
+    }
+
+    /// One line for the model and the user when an untrusted work directory's rules file was
+    /// ignored, else `None`.
+    pub fn ignored_note(&self) -> Option<String> {
+        self.ignored.then(|| {
+            "Note: .tooldispatch/rules in this work directory is ignored until the user trusts the directory (`tooldispatch trust`).".to_string()
+        })
     }
 
     /// The rules in file order.
@@ -143,15 +171,30 @@ impl Rules {
             .collect()
     }
 
-    /// The first rule of `kind` whose tool glob matches `tool` and whose pattern matches `subject`.
-    pub fn find(&self, kind: RuleKind, tool: &str, subject: &str) -> Option<&Rule> {
+    /// The first rule of `kind` whose tool glob matches `tool` and whose pattern matches the
+    /// call: deny and ask rules fire when the pattern matches anything the call touches; an
+    /// allow rule only when it covers everything (the command line, or every path and URL)
+    /// and names every environment variable the call sets.
+    pub fn find(&self, kind: RuleKind, tool: &str, call: &RuleCall) -> Option<&Rule> {
         self.rules.iter().find(|rule| {
             rule.kind == kind
                 && glob_match(&rule.tool, tool)
-                && rule
-                    .pattern
-                    .as_deref()
-                    .is_none_or(|pattern| glob_match(pattern, subject))
+                && match rule.pattern.as_deref() {
+                    None => true,
+                    Some(pattern) if kind == RuleKind::Allow => {
+                        call.primary.iter().all(|text| glob_match(pattern, text))
+                    }
+                    Some(pattern) => call
+                        .primary
+                        .iter()
+                        .chain(&call.secondary)
+                        .any(|text| glob_match(pattern, text)),
+                }
+                && (kind != RuleKind::Allow
+                    || call
+                        .env
+                        .iter()
+                        .all(|name| rule.env.iter().any(|glob| glob_match(glob, name))))
         })
     }
 
@@ -236,11 +279,16 @@ impl Rules {
 }
 
 fn same_allow(a: &Rule, b: &Rule) -> bool {
-    a.kind == RuleKind::Allow && b.kind == a.kind && a.tool == b.tool && a.pattern == b.pattern
+    a.kind == RuleKind::Allow
+        && b.kind == a.kind
+        && a.tool == b.tool
+        && a.pattern == b.pattern
+        && a.env == b.env
 }
 
 /// Splits a trimmed, non-comment line into a rule, or says what is wrong with it.
-fn parse_line(line: usize, text: &str) -> Result<Rule, String> {
+fn parse_line(line: usize, full: &str) -> Result<Rule, String> {
+    let (text, env) = split_env(full)?;
     let head = text.find('(').map_or(text, |open| &text[..open]).trim_end();
     let (kind, body) = match head.find(char::is_whitespace) {
         Some(space) => {
@@ -294,13 +342,40 @@ fn parse_line(line: usize, text: &str) -> Result<Rule, String> {
             "tool name \"{tool}\" contains \")\" without a matching \"(\"; write TOOL(PATTERN)"
         ));
     }
+    if !env.is_empty() && kind != RuleKind::Allow {
+        return Err(format!(
+            "env(...) belongs to allow rules only (it names the variables a call may set); drop it from this {} rule",
+            kind.verb()
+        ));
+    }
     Ok(Rule {
         kind,
         tool: tool.to_string(),
         pattern: pattern.map(str::to_string),
+        env,
         line,
-        text: text.to_string(),
+        text: full.to_string(),
     })
+}
+
+/// `TOOL(PATTERN) env(A B_*)` → (`TOOL(PATTERN)`, [A, B_*]).
+fn split_env(text: &str) -> Result<(&str, Vec<String>), String> {
+    let Some(start) = text.rfind(" env(") else {
+        return Ok((text, Vec::new()));
+    };
+    let inner = &text[start + " env(".len()..];
+    let Some(inner) = inner.strip_suffix(')').filter(|i| !i.contains(['(', ')'])) else {
+        return Ok((text, Vec::new()));
+    };
+    let names: Vec<String> = inner
+        .split([' ', ',', '\t'])
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    if names.is_empty() {
+        return Err("env() names no variable; list them, e.g. env(NODE_ENV CI)".to_string());
+    }
+    Ok((text[..start].trim_end(), names))
 }
 
 fn place(line: usize) -> String {
@@ -473,59 +548,93 @@ pub fn escape_glob(text: &str) -> String {
     escaped
 }
 
-/// Where a call's canonical args come from.
-enum Subject<'a> {
-    Argv(Vec<&'a str>),
-    Path(&'a str),
-    Url(&'a str),
-    Command(&'a str),
-    Raw(&'a str),
+/// A call as rules see it: the texts a pattern is matched against, from the call's
+/// [`Subject`] (never from argument names).
+#[derive(Clone, Debug, Default)]
+pub struct RuleCall {
+    /// What an allow rule must cover: the command line, or every path and URL, or the raw
+    /// arguments when the tool declares none of those.
+    pub primary: Vec<String>,
+    /// Further texts a deny or ask rule may match (the paths a command names).
+    pub secondary: Vec<String>,
+    /// Environment variables the call sets or passes.
+    pub env: Vec<String>,
 }
 
-fn subject_of<'a>(args: &'a Value, raw: &'a str) -> Subject<'a> {
-    let argv = args
-        .get("argv")
-        .and_then(Value::as_array)
-        .and_then(|items| items.iter().map(Value::as_str).collect::<Option<Vec<_>>>());
-    if let Some(words) = argv {
-        return Subject::Argv(words);
-    }
-    for key in ["path", "url", "file", "target", "command"] {
-        if let Some(text) = args.get(key).and_then(Value::as_str)
-            && !text.is_empty()
-        {
-            return match key {
-                "url" => Subject::Url(text),
-                "command" => Subject::Command(text),
-                _ => Subject::Path(text),
-            };
+impl RuleCall {
+    /// A call whose only text is `text` (a command line, a path or raw arguments).
+    pub fn text(text: &str) -> RuleCall {
+        RuleCall {
+            primary: vec![text.to_string()],
+            ..RuleCall::default()
         }
     }
-    Subject::Raw(raw)
-}
 
-/// The text a rule's PATTERN is matched against ("canonical args").
-pub fn rule_subject(args: &Value, raw: &str) -> String {
-    match subject_of(args, raw) {
-        Subject::Argv(words) => words.join(" "),
-        Subject::Path(text) | Subject::Url(text) | Subject::Command(text) | Subject::Raw(text) => {
-            text.to_string()
+    pub fn new(subject: &Subject, workdir: &Path, raw: &str) -> RuleCall {
+        let paths = subject.paths.iter().map(|p| shown_path(p, workdir));
+        let (primary, secondary) = if !subject.argv.is_empty() {
+            (
+                vec![subject.argv.join(" ")],
+                paths.chain(subject.urls.iter().cloned()).collect(),
+            )
+        } else if !subject.paths.is_empty() || !subject.urls.is_empty() {
+            (
+                subject.urls.iter().cloned().chain(paths).collect(),
+                Vec::new(),
+            )
+        } else {
+            (vec![raw.to_string()], Vec::new())
+        };
+        RuleCall {
+            primary,
+            secondary,
+            env: subject.env.clone(),
         }
     }
 }
 
-/// The generalised rule written when the user approves with "remember".
-pub fn remembered_rule(tool: &str, args: &Value, raw: &str) -> String {
+/// A path as rules write it: relative to the work directory inside it, absolute outside.
+pub fn shown_path(path: &Path, workdir: &Path) -> String {
+    match path.strip_prefix(workdir) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => path.to_string_lossy().into_owned(),
+    }
+}
+
+/// The generalised rule written when the user approves with "remember": the command's
+/// program and subcommand, the directory of a path, the origin of a URL, and the environment
+/// variables the call set.
+pub fn remembered_rule(tool: &str, subject: &Subject, workdir: &Path, raw: &str) -> String {
     let tool = literal_glob(tool);
-    let pattern = match subject_of(args, raw) {
-        Subject::Argv(words) => argv_pattern(&words),
-        Subject::Path(path) => path_pattern(path),
-        Subject::Url(url) => url_pattern(url),
-        Subject::Command(text) => literal_glob(text),
-        Subject::Raw(raw) if args_are_empty(raw) => return tool,
-        Subject::Raw(raw) => literal_glob(raw),
+    let pattern = if !subject.argv.is_empty() {
+        let words: Vec<&str> = subject.argv.iter().map(String::as_str).collect();
+        Some(argv_pattern(&words))
+    } else if let Some(url) = subject
+        .urls
+        .first()
+        .filter(|_| subject.urls.len() == 1 && subject.paths.is_empty())
+    {
+        Some(url_pattern(url))
+    } else if let Some(path) = subject
+        .paths
+        .first()
+        .filter(|_| subject.paths.len() == 1 && subject.urls.is_empty())
+    {
+        Some(path_pattern(&shown_path(path, workdir)))
+    } else if args_are_empty(raw) {
+        None
+    } else {
+        Some(literal_glob(raw))
     };
-    format!("{tool}({pattern})")
+    let mut rule = match pattern {
+        Some(pattern) => format!("{tool}({pattern})"),
+        None => tool,
+    };
+    if !subject.env.is_empty() {
+        rule.push_str(&format!(" env({})", subject.env.join(" ")));
+    }
+    rule
 }
 
 /// "Remember" writes only a real file in a real `.tooldispatch/` directory: a symlink there
@@ -638,6 +747,7 @@ mod tests {
             kind,
             tool: tool.to_string(),
             pattern: pattern.map(str::to_string),
+            env: Vec::new(),
             line,
             text: text.to_string(),
         }
@@ -648,12 +758,43 @@ mod tests {
     }
 
     /// Remembers the rule for a call and returns (rule, does it allow that call).
+    /// The subject a tool that knows these arguments declares, in the work directory `/w`.
+    fn subject_of(args: &Value) -> Subject {
+        let workdir = Path::new("/w");
+        let mut subject = Subject::default();
+        if let Some(argv) = args.get("argv").and_then(Value::as_array) {
+            subject.argv = argv
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+        }
+        for key in ["path", "file", "target"] {
+            if let Some(path) = args.get(key).and_then(Value::as_str) {
+                subject = subject.path(crate::subject::resolve_path(workdir, path));
+            }
+        }
+        if let Some(url) = args.get("url").and_then(Value::as_str) {
+            subject = subject.url(url);
+        }
+        if let Some(Value::Object(env)) = args.get("env") {
+            subject = subject.env(env.keys().cloned());
+        }
+        subject
+    }
+
     fn remembered(tool: &str, args: Value) -> (String, bool) {
         let raw = args.to_string();
-        let text = remembered_rule(tool, &args, &raw);
+        let subject = subject_of(&args);
+        let workdir = Path::new("/w");
+        let text = remembered_rule(tool, &subject, workdir, &raw);
         let rules = Rules::parse(&format!("allow {text}"));
         let allowed = rules
-            .find(RuleKind::Allow, tool, &rule_subject(&args, &raw))
+            .find(
+                RuleKind::Allow,
+                tool,
+                &RuleCall::new(&subject, workdir, &raw),
+            )
             .is_some();
         (text, allowed)
     }
@@ -912,7 +1053,11 @@ mod tests {
              ask mcp__*\n\
              allow read_files\n",
         );
-        let line = |kind, tool, subject| rules.find(kind, tool, subject).map(|r| r.line);
+        let line = |kind, tool, subject| {
+            rules
+                .find(kind, tool, &RuleCall::text(subject))
+                .map(|r| r.line)
+        };
         assert_eq!(line(RuleKind::Allow, "run_command", "git log -p"), Some(1));
         assert_eq!(line(RuleKind::Allow, "run_command", "git diff"), Some(3));
         assert_eq!(line(RuleKind::Allow, "run_command", "rm -rf /"), None);
@@ -928,12 +1073,15 @@ mod tests {
         for subject in ["", "src/a/b.rs", "{\"x\":1}"] {
             assert_eq!(
                 rules
-                    .find(RuleKind::Allow, "read_files", subject)
+                    .find(RuleKind::Allow, "read_files", &RuleCall::text(subject))
                     .map(|r| r.line),
                 Some(1)
             );
         }
-        assert_eq!(rules.find(RuleKind::Allow, "read_file", ""), None);
+        assert_eq!(
+            rules.find(RuleKind::Allow, "read_file", &RuleCall::text("")),
+            None
+        );
     }
 
     #[test]
@@ -951,20 +1099,58 @@ mod tests {
     }
 
     #[test]
-    fn rule_subject_prefers_argv_then_keys_in_order_then_raw() {
-        let subject = |args: Value| rule_subject(&args, "RAW");
-        assert_eq!(
-            subject(json!({"argv": ["git", "log", "-p"], "path": "x"})),
-            "git log -p"
+    fn deny_matches_anything_the_call_touches_and_allow_must_cover_everything() {
+        let rules = Rules::parse(
+            "deny run_command(**.env)\nallow edit_file(src/**)\nallow run_command(npm test) env(CI NODE_*)\n",
         );
-        assert_eq!(
-            subject(json!({"command": "c", "target": "t", "url": "u", "path": ""})),
-            "u"
+        let workdir = Path::new("/w");
+        let call = |subject: Subject| RuleCall::new(&subject, workdir, "{}");
+        // A command's file operands are matched by deny rules too.
+        let cat_env = Subject::default().argv(["cat", "x"]).path("/w/config/.env");
+        assert!(
+            rules
+                .find(RuleKind::Deny, "run_command", &call(cat_env))
+                .is_some()
         );
-        assert_eq!(subject(json!({"command": "c", "file": "f"})), "f");
-        assert_eq!(subject(json!({"command": "c"})), "c");
-        assert_eq!(subject(json!({"argv": ["git", 1], "target": "t"})), "t");
-        assert_eq!(subject(json!({"query": "q"})), "RAW");
+        // An allow rule must cover every path: one outside the pattern keeps it asking.
+        let inside = Subject::default().path("/w/src/a.rs");
+        let both = Subject::default().path("/w/src/a.rs").path("/w/../etc/x");
+        assert!(
+            rules
+                .find(RuleKind::Allow, "edit_file", &call(inside))
+                .is_some()
+        );
+        assert!(
+            rules
+                .find(RuleKind::Allow, "edit_file", &call(both))
+                .is_none()
+        );
+        // env(): every variable the call sets must be named.
+        let ci = Subject::default()
+            .argv(["npm", "test"])
+            .env(["CI", "NODE_ENV"]);
+        let preload = Subject::default().argv(["npm", "test"]).env(["LD_PRELOAD"]);
+        assert!(
+            rules
+                .find(RuleKind::Allow, "run_command", &call(ci))
+                .is_some()
+        );
+        assert!(
+            rules
+                .find(RuleKind::Allow, "run_command", &call(preload))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn env_groups_parse_only_on_allow_rules() {
+        let rules = Rules::parse(
+            "allow run_command(npm test) env(CI, NODE_*)\ndeny x env(A)\nallow y env()\n",
+        );
+        assert_eq!(rules.rules().len(), 1);
+        assert_eq!(rules.rules()[0].env, vec!["CI", "NODE_*"]);
+        assert_eq!(rules.rules()[0].pattern.as_deref(), Some("npm test"));
+        assert_eq!(rules.lints().len(), 2, "{:?}", rules.lints());
     }
 
     #[test]
@@ -986,6 +1172,13 @@ mod tests {
             ("run_command(pwd)".to_string(), true)
         );
         assert_eq!(
+            remembered(
+                "run_command",
+                json!({"argv": ["npm", "test"], "env": {"CI": "1"}})
+            ),
+            ("run_command(npm test) env(CI)".to_string(), true)
+        );
+        assert_eq!(
             remembered("run_command", json!({"argv": ["echo", "a*b", "x\ny"]})),
             (r"run_command(echo a\*b **)".to_string(), true)
         );
@@ -996,7 +1189,7 @@ mod tests {
         let rules = Rules::parse("allow run_command(git status **)\nallow run_command(rm)");
         let allowed = |subject| {
             rules
-                .find(RuleKind::Allow, "run_command", subject)
+                .find(RuleKind::Allow, "run_command", &RuleCall::text(subject))
                 .is_some()
         };
         assert_eq!(allowed("git status -s"), true);
@@ -1026,7 +1219,11 @@ mod tests {
         );
         let rules = Rules::parse("allow edit_file(src/lib/*)");
         assert_eq!(
-            rules.find(RuleKind::Allow, "edit_file", "src/lib/sub/b.rs"),
+            rules.find(
+                RuleKind::Allow,
+                "edit_file",
+                &RuleCall::text("src/lib/sub/b.rs")
+            ),
             None
         );
     }
@@ -1056,7 +1253,11 @@ mod tests {
             ("fetch_page(file:///etc/hosts)".to_string(), true)
         );
         let rules = Rules::parse("allow fetch_page(https://example.com/**)");
-        let allowed = |subject| rules.find(RuleKind::Allow, "fetch_page", subject).is_some();
+        let allowed = |subject| {
+            rules
+                .find(RuleKind::Allow, "fetch_page", &RuleCall::text(subject))
+                .is_some()
+        };
         assert_eq!(allowed("https://example.com/a/b"), true);
         assert_eq!(allowed("https://example.com.evil.net/a"), false);
         assert_eq!(allowed("https://evil.net/https://example.com/"), false);
@@ -1073,14 +1274,21 @@ mod tests {
         );
         assert_eq!(
             remembered("shell", json!({"command": "ls | wc -l"})),
-            ("shell(ls | wc -l)".to_string(), true)
+            (r#"shell({"command":"ls | wc -l"})"#.to_string(), true)
         );
         assert_eq!(
             remembered("list_sessions", json!({})),
             ("list_sessions".to_string(), true)
         );
-        assert_eq!(remembered_rule("now", &Value::Null, "  "), "now");
-        assert_eq!(remembered_rule("now", &Value::Null, "{ }"), "now");
+        let nothing = Subject::default();
+        assert_eq!(
+            remembered_rule("now", &nothing, Path::new("/w"), "  "),
+            "now"
+        );
+        assert_eq!(
+            remembered_rule("now", &nothing, Path::new("/w"), "{ }"),
+            "now"
+        );
     }
 
     #[test]
@@ -1125,7 +1333,11 @@ mod tests {
             "allow run_command(git status **)\n"
         );
         assert_eq!(
-            rules.find(RuleKind::Allow, "run_command", "git status -s"),
+            rules.find(
+                RuleKind::Allow,
+                "run_command",
+                &RuleCall::text("git status -s")
+            ),
             Some(&rule(
                 RuleKind::Allow,
                 "run_command",

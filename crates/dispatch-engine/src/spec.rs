@@ -46,24 +46,19 @@ pub enum Concurrency {
     Serial,
 }
 
-/// How the confirm gate treats a call (spec §6, DESIGN §3.11).
+/// How the confirm gate treats a tool's calls by default. A tool whose arguments decide it
+/// (run_command's argv, http_request's method) says so per call in
+/// [`Tool::subject`](crate::Tool::subject); this is what a call declares when it says nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {
-    /// Never asks (except for sensitive paths).
+    /// Never asks (except for sensitive paths and stored secrets).
     ReadOnly,
     /// Asks unless a rule allows it.
     Ask,
-    /// Asks unless `method` is absent or GET (http_request).
-    AskUnlessGet,
-    /// Asks unless `argv` is a read-only command (run_command).
-    AskUnlessReadOnlyCommand,
     /// Always asks unless the run or the turn is allow-all (remove_file, restore_file).
     Destructive,
     /// Talks to the user itself; its own prompt is the confirmation (ask_user, store_secret).
     Interactive,
-    /// Never asks, unless one of these arguments is given (fetch_page's `save_to` writes a
-    /// file in the work directory).
-    AskWith(&'static [&'static str]),
 }
 
 /// Whether and where the 30-minute result cache keeps this tool's results.

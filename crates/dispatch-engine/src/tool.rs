@@ -13,7 +13,8 @@ use crate::events::{EventKind, EventLog};
 use crate::gate::{Confirmer, Question};
 use crate::redact::ToolSecrets;
 use crate::registry::Registry;
-use crate::spec::{Effect, ToolSpec};
+use crate::spec::{Effect, Gate, ToolSpec};
+use crate::subject::{Access, Subject};
 
 /// A tool the engine can dispatch.
 #[async_trait]
@@ -27,6 +28,18 @@ pub trait Tool: Send + Sync + 'static {
     /// changes) says so per call, so a read is not journalled and ends nothing remembered.
     fn effect(&self, _args: &Value) -> Effect {
         self.spec().effect
+    }
+
+    /// What this call touches: the paths, URLs, command line and environment it uses and
+    /// whether it only reads. The confirm gate and the rules read only this. `args` are the
+    /// parsed arguments before schema validation, so a tool must expect anything; `workdir`
+    /// is where relative paths start. The default declares nothing but the spec's gate.
+    fn subject(&self, _args: &Value, _workdir: &Path) -> Subject {
+        Subject::new(match self.spec().gate {
+            Gate::ReadOnly | Gate::Interactive => Access::Reads,
+            Gate::Ask => Access::Changes,
+            Gate::Destructive => Access::Destroys,
+        })
     }
 
     /// A tool that needs the user (`spec().asks_user`): the questions a call with these

@@ -15,6 +15,7 @@ pub mod memory;
 pub mod output;
 pub mod planning;
 pub mod shell;
+mod subjects;
 #[cfg(test)]
 mod test_support;
 pub mod web;
@@ -52,6 +53,9 @@ pub struct ToolsConfig {
     pub net: std::sync::Arc<web::NetPolicy>,
     /// The filter fetch_page and search_web results pass through on every return.
     pub filter: std::sync::Arc<dyn web::filter::ResultFilter>,
+    /// Commands the user declared read-only (`[commands] read_only`): run_command and
+    /// background_command run them without asking, in the read-only sandbox.
+    pub read_only_commands: shell::ReadOnlyCommands,
 }
 
 impl Default for ToolsConfig {
@@ -60,6 +64,7 @@ impl Default for ToolsConfig {
             search: web::SearchConfig::default(),
             net: std::sync::Arc::default(),
             filter: std::sync::Arc::new(web::filter::DeterministicFilter),
+            read_only_commands: shell::ReadOnlyCommands::default(),
         }
     }
 }
@@ -82,8 +87,12 @@ pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryE
     registry.register(std::sync::Arc::new(files::FileHistoryTool::new()))?;
     registry.register(std::sync::Arc::new(files::ReadFiles::new()))?;
     registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
-    registry.register(std::sync::Arc::new(shell::RunCommand::new()))?;
-    registry.register(std::sync::Arc::new(shell::BackgroundCommand::new()))?;
+    registry.register(std::sync::Arc::new(
+        shell::RunCommand::new().with_read_only_commands(config.read_only_commands.clone()),
+    ))?;
+    registry.register(std::sync::Arc::new(
+        shell::BackgroundCommand::new().with_read_only_commands(config.read_only_commands.clone()),
+    ))?;
     registry.register(std::sync::Arc::new(memory::WriteError::new()))?;
     registry.register(std::sync::Arc::new(memory::ErrorHistory::new()))?;
     registry.register(std::sync::Arc::new(memory::ChatHistoryTool::new()))?;

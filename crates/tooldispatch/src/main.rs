@@ -8,6 +8,7 @@ mod serve;
 mod setup;
 mod store_cmd;
 mod terminal;
+mod trust;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Store housekeeping: `stats` (what it holds) and `gc` (drop what is no longer needed).
     Store(store_cmd::StoreArgs),
+    /// Trust a work directory, so its own .tooldispatch/rules apply (`--list`, `--remove DIR`).
+    Trust(trust::TrustArgs),
 }
 
 /// Options every dispatching command shares.
@@ -224,6 +227,7 @@ fn main() -> ExitCode {
             Command::Replay(args) => commands::replay(args).await,
             Command::Answer(args) => commands::answer(args).await,
             Command::Store(args) => store_cmd::run(args).await,
+            Command::Trust(args) => trust::run(args),
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))
                 .await

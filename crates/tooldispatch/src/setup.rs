@@ -1,6 +1,6 @@
 //! Turning CLI options into an engine: store, data directory, registry, confirmer, rules.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
@@ -17,6 +17,26 @@ pub fn data_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
     base.join("tooldispatch")
+}
+
+/// The store's files and its secrets key: every call that names one asks, even under
+/// "allow for this turn" (the OS sandbox hides them from commands as well).
+fn protected_paths(option: Option<&str>, config: &Config) -> Vec<PathBuf> {
+    let url = store_url(option.or(config.store.as_deref()));
+    // The trusted-directories list and the config file: a call that could edit them could
+    // grant itself permissions.
+    let mut paths: Vec<PathBuf> = crate::config::default_path()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .into_iter()
+        .collect();
+    if let Some(file) = url.strip_prefix("sqlite:").filter(|f| !f.is_empty()) {
+        paths.extend(
+            ["", "-wal", "-shm", ".key"]
+                .iter()
+                .map(|suffix| PathBuf::from(format!("{file}{suffix}"))),
+        );
+    }
+    paths
 }
 
 /// The store URL to use: the option, else the default SQLite file.
@@ -62,6 +82,9 @@ pub fn open_store(
 /// (comma-separated, added to the file's `net.allow_hosts`).
 fn tools_config(config: &Config) -> Result<dispatch_tools::ToolsConfig, CliError> {
     let mut tools = dispatch_tools::ToolsConfig::default();
+    tools
+        .read_only_commands
+        .extend(config.commands.read_only.iter().cloned());
     tools.search.searxng_url = config.search.searxng_url.clone();
     if let Some(ms) = config.search.min_gap_ms {
         tools.search.min_gap = std::time::Duration::from_millis(ms);
@@ -132,11 +155,10 @@ pub fn build(
     let store = open_store(common.store.as_deref().or(default_store), config)?;
     let registry = dispatch_tools::builtin_registry_with(&tools_config(config)?)
         .map_err(|e| CliError::failed(e.to_string()))?;
-    let mut config_engine = EngineConfig::new(workdir);
+    let mut config_engine = EngineConfig::new(workdir.clone());
     config_engine.data_dir = Some(data_dir());
-    config_engine
-        .read_only_commands
-        .extend(config.commands.read_only.iter().cloned());
+    config_engine.trust_workdir = crate::trust::is_trusted(&workdir);
+    config_engine.protected = protected_paths(common.store.as_deref().or(default_store), config);
     if let Some(n) = common.max_concurrent.or(config.max_concurrent) {
         if n == 0 {
             return Err(CliError::input("--max-concurrent must be at least 1"));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use dispatch_engine::rules::{RuleKind, Rules};
-use dispatch_engine::{ConfirmReply, Gate, Provider, RoundRequest, Status, ToolSpec};
+use dispatch_engine::{Access, ConfirmReply, Gate, Provider, RoundRequest, Status, ToolSpec};
 use serde_json::{Value, json};
 
 use super::support::*;
@@ -31,21 +31,19 @@ fn http_spec() -> ToolSpec {
     )
     .concurrent()
     .effect(dispatch_engine::Effect::Pure)
-    .gate(Gate::AskUnlessGet)
+    .gate(Gate::Ask)
 }
 
-fn cmd_spec() -> ToolSpec {
-    ToolSpec::new(
-        "cmd",
-        "test command tool",
-        json!({"type": "object", "properties": {
-            "argv": {"type": "array", "items": {"type": "string"}},
-            "network": {"type": "boolean"},
-            "cwd": {"type": "string"}
-        }}),
-    )
-    .effect(dispatch_engine::Effect::Pure)
-    .gate(Gate::AskUnlessReadOnlyCommand)
+/// The test http tool reads with GET (or no method) and changes things with any other.
+fn http_tool() -> TestTool {
+    TestTool::new(http_spec(), Behaviour::Echo).declaring(|args, workdir, access| {
+        let mut subject = declared_subject(args, workdir, access);
+        let method = args.get("method").and_then(Value::as_str).map(str::trim);
+        if method.is_none_or(|m| m.is_empty() || m.eq_ignore_ascii_case("get")) {
+            subject.access = Access::Reads;
+        }
+        subject
+    })
 }
 
 fn asked_ids(c: &Scripted) -> Vec<String> {
@@ -231,9 +229,16 @@ async fn allow_for_this_turn_stops_asking_for_the_rest_of_the_run() {
 }
 
 #[tokio::test]
-async fn mode_remove_or_restore_asks_even_on_a_read_only_or_allowed_tool() {
+async fn a_call_the_tool_declares_destructive_asks_even_when_a_rule_allows_it() {
     let c = Scripted::decline(None);
-    let files = TestTool::new(spec("files"), Behaviour::Echo);
+    // The tool, not the engine, knows that its `mode` of remove or restore destroys.
+    let files = TestTool::new(spec("files"), Behaviour::Echo).declaring(|args, workdir, access| {
+        let mut subject = declared_subject(args, workdir, access);
+        if matches!(args["mode"].as_str(), Some("remove" | "restore")) {
+            subject.access = Access::Destroys;
+        }
+        subject
+    });
     let files_calls = files.calls.clone();
     let fx = fixture()
         .tool(files)
@@ -275,16 +280,24 @@ async fn mode_remove_or_restore_asks_even_on_a_read_only_or_allowed_tool() {
 }
 
 #[tokio::test]
-async fn read_only_tools_and_list_read_search_modes_never_ask() {
+async fn read_only_tools_and_calls_declared_read_only_never_ask() {
     let moded = ToolSpec::new(
         "edit",
         "test tool with modes",
         json!({"type": "object", "properties": {"mode": {"type": "string", "enum": ["list", "read", "search", "write"]}}}),
     )
     .gate(Gate::Ask);
+    // The tool declares its reading modes; the engine never looks at `mode`.
+    let moded = TestTool::new(moded, Behaviour::Echo).declaring(|args, workdir, access| {
+        let mut subject = declared_subject(args, workdir, access);
+        if matches!(args["mode"].as_str(), Some("list" | "read" | "search")) {
+            subject.access = Access::Reads;
+        }
+        subject
+    });
     let fx = fixture()
         .tool(TestTool::new(spec("read"), Behaviour::Echo))
-        .tool(TestTool::new(moded, Behaviour::Echo))
+        .tool(moded)
         .tool(TestTool::new(asking("plain"), Behaviour::Echo))
         .build(); // headless: anything that asks is declined
     fx.mark_all("s").await;
@@ -298,8 +311,8 @@ async fn read_only_tools_and_list_read_search_modes_never_ask() {
                 wrapped("c", "edit", json!({"mode": "read"})),
                 wrapped("d", "edit", json!({"mode": "search"})),
                 wrapped("e", "edit", json!({"mode": "write"})),
-                // A tool whose schema has no `mode` would ignore it: `mode=read` must not
-                // sneak a call past the gate.
+                // A tool that declares nothing keeps its spec's gate: `mode=read` means
+                // nothing to the engine.
                 wrapped("f", "plain", json!({"mode": "read"})),
             ],
         )
@@ -326,10 +339,7 @@ async fn read_only_tools_and_list_read_search_modes_never_ask() {
 #[tokio::test]
 async fn http_get_runs_without_asking_and_writing_methods_ask() {
     let c = Scripted::decline(None);
-    let fx = fixture()
-        .tool(TestTool::new(http_spec(), Behaviour::Echo))
-        .confirmer(c.clone())
-        .build();
+    let fx = fixture().tool(http_tool()).confirmer(c.clone()).build();
     fx.mark_all("s").await;
     let url = "https://example.com/x";
     let mut calls = vec![wrapped("none", "http", json!({"url": url}))];
@@ -360,133 +370,6 @@ async fn http_get_runs_without_asking_and_writing_methods_ask() {
     );
 }
 
-#[tokio::test]
-async fn read_only_commands_run_without_asking() {
-    let fx = fixture()
-        .tool(TestTool::new(cmd_spec(), Behaviour::Echo))
-        .config(|c| c.read_only_commands.extend(["npm run lint"]))
-        .build(); // headless
-    fx.mark_all("s").await;
-    let argv = |id: &str, words: &[&str]| wrapped(id, "cmd", json!({"argv": words}));
-    let out = fx
-        .run(
-            "s",
-            "r",
-            vec![
-                argv("two", &["git", "log", "--oneline"]),
-                argv("one", &["ls", "-la"]),
-                argv("three", &["npm", "run", "lint", "--fix"]),
-                argv("status", &["git", "status"]),
-                argv("build", &["npm", "run", "build"]),
-                argv("rm", &["rm", "-rf", "build"]),
-            ],
-        )
-        .await;
-    assert_eq!(
-        statuses(&out),
-        ids_with(&[
-            ("two", Status::Ok),
-            ("one", Status::Ok),
-            ("three", Status::Ok),
-            ("status", Status::Ok),
-            ("build", Status::Declined),
-            ("rm", Status::Declined),
-        ])
-    );
-}
-
-#[tokio::test]
-async fn listed_commands_ask_when_they_reach_outside_the_work_directory_or_another_repository() {
-    let fx = fixture()
-        .tool(TestTool::new(cmd_spec(), Behaviour::Echo))
-        .build(); // headless: whatever asks is declined
-    fx.mark_all("s").await;
-    let call = |id: &str, args: Value| wrapped(id, "cmd", args);
-    let out = fx
-        .run(
-            "s",
-            "r",
-            vec![
-                call("environ", json!({"argv": ["cat", "/proc/self/environ"]})),
-                call("zero", json!({"argv": ["cat", "/dev/zero"]})),
-                call("up", json!({"argv": ["ls", "../.."]})),
-                call(
-                    "git_c",
-                    json!({"argv": ["git", "-C", "fix/evil.git", "status"]}),
-                ),
-                call(
-                    "git_cwd",
-                    json!({"argv": ["git", "status"], "cwd": "fix/evil.git"}),
-                ),
-                call("ls_cwd", json!({"argv": ["ls"], "cwd": "src"})),
-                call("git_here", json!({"argv": ["git", "status"], "cwd": "."})),
-            ],
-        )
-        .await;
-    assert_eq!(
-        statuses(&out),
-        ids_with(&[
-            ("environ", Status::Declined),
-            ("zero", Status::Declined),
-            ("up", Status::Declined),
-            ("git_c", Status::Declined),
-            ("git_cwd", Status::Declined),
-            ("ls_cwd", Status::Ok),
-            ("git_here", Status::Ok),
-        ])
-    );
-}
-
-#[tokio::test]
-async fn network_sensitive_paths_and_git_output_flags_make_a_command_ask() {
-    let c = Scripted::decline(None);
-    let fx = fixture()
-        .tool(TestTool::new(cmd_spec(), Behaviour::Echo))
-        .confirmer(c.clone())
-        .build();
-    fx.mark_all("s").await;
-    let out = fx
-        .run(
-            "s",
-            "r",
-            vec![
-                wrapped("net", "cmd", json!({"argv": ["ls"], "network": true})),
-                wrapped("env", "cmd", json!({"argv": ["cat", "config/.env"]})),
-                wrapped(
-                    "out",
-                    "cmd",
-                    json!({"argv": ["git", "log", "--output=log.txt"]}),
-                ),
-                wrapped(
-                    "o",
-                    "cmd",
-                    json!({"argv": ["git", "diff", "-o", "x.patch"]}),
-                ),
-                wrapped("plain", "cmd", json!({"argv": ["ls", "-la"]})),
-            ],
-        )
-        .await;
-    assert_eq!(
-        statuses(&out),
-        ids_with(&[
-            ("net", Status::Declined),
-            ("env", Status::Declined),
-            ("out", Status::Declined),
-            ("o", Status::Declined),
-            ("plain", Status::Ok),
-        ])
-    );
-    assert_eq!(asked_ids(&c), vec!["net", "env", "out", "o"]);
-    assert_eq!(
-        event_text(&out, "ToolConfirm", "env"),
-        "cmd touches the sensitive path config/.env (keys and credentials always ask)"
-    );
-    assert_eq!(
-        event_text(&out, "ToolConfirm", "net"),
-        "cmd can change things and no rule in .tooldispatch/rules allows this call"
-    );
-}
-
 fn shell_cmd_spec() -> ToolSpec {
     ToolSpec::new(
         "cmd",
@@ -499,14 +382,32 @@ fn shell_cmd_spec() -> ToolSpec {
         }}),
     )
     .effect(dispatch_engine::Effect::Pure)
-    .gate(Gate::AskUnlessReadOnlyCommand)
+    .gate(Gate::Ask)
+}
+
+/// The test command tool: `ls` and `git diff` only read (the real judgement lives with
+/// run_command in dispatch-tools); a shell line always asks.
+fn cmd_tool() -> TestTool {
+    TestTool::new(shell_cmd_spec(), Behaviour::Echo).declaring(|args, workdir, access| {
+        let mut subject = declared_subject(args, workdir, access);
+        let reads = matches!(
+            subject.argv.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            ["ls"] | ["ls", "-la"] | ["git", "diff"] | ["cat", _]
+        );
+        if args.get("shell").and_then(Value::as_bool) == Some(true) {
+            subject = subject.always_ask("cmd runs a shell command line (always asks)");
+        } else if reads {
+            subject.access = Access::Reads;
+        }
+        subject
+    })
 }
 
 #[tokio::test]
 async fn a_shell_command_line_always_asks_unless_the_run_or_turn_allows_all() {
     let c = Scripted::decline(None);
     let fx = fixture()
-        .tool(TestTool::new(shell_cmd_spec(), Behaviour::Echo))
+        .tool(cmd_tool())
         // Neither an allow rule nor the read-only list lets a shell line through.
         .rules("allow cmd\n")
         .confirmer(c.clone())
@@ -549,10 +450,7 @@ async fn a_shell_command_line_always_asks_unless_the_run_or_turn_allows_all() {
 
     // Allow for this turn: asked once, then shell lines run for the rest of the run.
     let c = reply(true, false, true);
-    let fx = fixture()
-        .tool(TestTool::new(shell_cmd_spec(), Behaviour::Echo))
-        .confirmer(c.clone())
-        .build();
+    let fx = fixture().tool(cmd_tool()).confirmer(c.clone()).build();
     fx.mark_all("s").await;
     let out = fx.run("s", "r", calls[..2].to_vec()).await;
     assert_eq!(
@@ -565,10 +463,7 @@ async fn a_shell_command_line_always_asks_unless_the_run_or_turn_allows_all() {
 #[tokio::test]
 async fn a_read_only_command_that_sets_or_passes_environment_variables_asks() {
     let c = Scripted::decline(None);
-    let fx = fixture()
-        .tool(TestTool::new(shell_cmd_spec(), Behaviour::Echo))
-        .confirmer(c.clone())
-        .build();
+    let fx = fixture().tool(cmd_tool()).confirmer(c.clone()).build();
     fx.mark_all("s").await;
     let out = fx
         .run(
@@ -616,7 +511,7 @@ async fn a_read_only_command_that_sets_or_passes_environment_variables_asks() {
 async fn allow_rules_match_the_tool_and_a_glob_over_the_canonical_args() {
     let fx = fixture()
         .tool(TestTool::new(asking("edit"), Behaviour::Echo))
-        .tool(TestTool::new(cmd_spec(), Behaviour::Echo))
+        .tool(cmd_tool())
         .tool(TestTool::new(asking("web"), Behaviour::Echo))
         .tool(TestTool::new(asking("calc"), Behaviour::Echo))
         .rules(
@@ -773,7 +668,7 @@ async fn remember_writes_the_generalised_rule_once() {
     let c = reply(true, true, false);
     let fx = fixture()
         .tool(TestTool::new(asking("edit"), Behaviour::Echo))
-        .tool(TestTool::new(cmd_spec(), Behaviour::Echo))
+        .tool(cmd_tool())
         .rules("ask edit(src/secret*)\n")
         .confirmer(c.clone())
         .build();
@@ -853,12 +748,20 @@ async fn remember_writes_the_generalised_rule_once() {
     let reloaded = Rules::load(fx.path()).unwrap();
     assert!(
         reloaded
-            .find(RuleKind::Allow, "edit", "src/other.rs")
+            .find(
+                RuleKind::Allow,
+                "edit",
+                &dispatch_engine::rules::RuleCall::text("src/other.rs")
+            )
             .is_some()
     );
     assert!(
         reloaded
-            .find(RuleKind::Allow, "edit", "src/deeper/x.rs")
+            .find(
+                RuleKind::Allow,
+                "edit",
+                &dispatch_engine::rules::RuleCall::text("src/deeper/x.rs")
+            )
             .is_none()
     );
 }
@@ -1007,7 +910,7 @@ async fn the_headless_gate_declines_with_a_reason_the_model_can_read() {
 async fn a_stored_secret_goes_only_where_a_rule_or_the_user_allows() {
     let c = Scripted::decline(Some("not to that host"));
     let fx = fixture()
-        .tool(TestTool::new(http_spec(), Behaviour::Echo))
+        .tool(http_tool())
         .rules("allow http(https://api.github.com/**)\n")
         .confirmer(c.clone())
         .build();

@@ -9,6 +9,7 @@ mod properties;
 pub mod redaction_tests;
 pub mod regression_tests;
 mod scheduler_tests;
+mod security_tests;
 mod smoke;
 pub mod support;
 mod tiered_store_tests;

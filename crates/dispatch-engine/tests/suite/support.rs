@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dispatch_engine::subject::resolve_path;
 use dispatch_engine::{
-    ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Effect, Engine, EngineConfig, Event,
-    Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest, Tool, ToolContext,
-    ToolError, ToolOutput, ToolSpec, register_system_tools,
+    Access, ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Effect, Engine, EngineConfig,
+    Event, Gate, Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest, Subject, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec, register_system_tools,
 };
 use dispatch_store::SessionStore;
 use serde_json::{Value, json};
@@ -48,10 +49,14 @@ pub enum Behaviour {
 
 pub const PNG_DATA_URL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
+/// How a test tool declares what a call touches.
+pub type SubjectFn = Arc<dyn Fn(&Value, &Path, Access) -> Subject + Send + Sync>;
+
 pub struct TestTool {
     spec: ToolSpec,
     behaviour: Behaviour,
     pub calls: Arc<AtomicUsize>,
+    subject: SubjectFn,
 }
 
 impl TestTool {
@@ -60,8 +65,61 @@ impl TestTool {
             spec,
             behaviour,
             calls: Arc::new(AtomicUsize::new(0)),
+            subject: Arc::new(declared_subject),
         }
     }
+
+    /// This tool declares its calls' subjects with `subject` (given the args, the work
+    /// directory and the access its spec's gate implies).
+    pub fn declaring(
+        mut self,
+        subject: impl Fn(&Value, &Path, Access) -> Subject + Send + Sync + 'static,
+    ) -> Self {
+        self.subject = Arc::new(subject);
+        self
+    }
+}
+
+/// What a test tool that knows its arguments declares: `path`, `file`, `target`, `save_to`,
+/// `dir`, `cwd`, `paths` and `write_paths` are files; `url` and `link` are URLs; `argv` is a
+/// command line; `env` and `pass_env` are variables.
+pub fn declared_subject(args: &Value, workdir: &Path, access: Access) -> Subject {
+    let strings = |key: &str| -> Vec<String> {
+        match args.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => vec![s.clone()],
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut subject = Subject::new(access);
+    for key in [
+        "path",
+        "file",
+        "target",
+        "save_to",
+        "dir",
+        "cwd",
+        "paths",
+        "write_paths",
+    ] {
+        for path in strings(key) {
+            subject = subject.path(resolve_path(workdir, &path));
+        }
+    }
+    for key in ["url", "link"] {
+        for url in strings(key) {
+            subject = subject.url(url);
+        }
+    }
+    subject.argv = strings("argv");
+    if let Some(Value::Object(env)) = args.get("env") {
+        subject = subject.env(env.keys().cloned());
+    }
+    subject.env(strings("pass_env"))
 }
 
 /// A permissive schema: an object with optional `path` and `x`.
@@ -81,6 +139,15 @@ pub fn spec(name: &str) -> ToolSpec {
 impl Tool for TestTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn subject(&self, args: &Value, workdir: &Path) -> Subject {
+        let access = match self.spec.gate {
+            Gate::ReadOnly | Gate::Interactive => Access::Reads,
+            Gate::Ask => Access::Changes,
+            Gate::Destructive => Access::Destroys,
+        };
+        (self.subject)(args, workdir, access)
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
@@ -282,6 +349,8 @@ impl FixtureBuilder {
         let mut config = EngineConfig::new(dir.path());
         config.max_concurrent = self.max_concurrent;
         config.data_dir = Some(dir.path().join(".data"));
+        // The test wrote these rules; an untrusted directory's rules are tested on their own.
+        config.trust_workdir = true;
         if let Some(tweak) = self.tweak {
             tweak(&mut config);
         }

@@ -127,6 +127,12 @@ impl Tool for EditFile {
         &self.spec
     }
 
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+        use crate::subjects::{resolved, text};
+        dispatch_engine::Subject::new(dispatch_engine::Access::Changes)
+            .paths(resolved(workdir, text(args, "path")))
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: EditFileArgs = parse_args("edit_file", args)?;
         let recorder = Recorder::for_call(&cx, "edit_file")?;

@@ -118,6 +118,13 @@ impl Tool for FileHistoryTool {
         &self.spec
     }
 
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+        use crate::subjects::{resolved, texts};
+        let named = texts(args, "path").into_iter().chain(texts(args, "paths"));
+        dispatch_engine::Subject::new(dispatch_engine::Access::Reads)
+            .paths(resolved(workdir, named))
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: FileHistoryArgs = parse_args("file_history", args)?;
         let history = cx.file_history.clone().ok_or_else(|| {

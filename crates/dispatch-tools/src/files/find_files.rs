@@ -132,6 +132,12 @@ impl Tool for FindFiles {
         &self.spec
     }
 
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+        use crate::subjects::{nested, resolved};
+        dispatch_engine::Subject::new(dispatch_engine::Access::Reads)
+            .paths(resolved(workdir, nested(args, "queries", "dir")))
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: FindFilesArgs = parse_args("find_files", args)?;
         if args.queries.is_empty() || args.queries.len() > MAX_QUERIES {

@@ -232,8 +232,10 @@ async fn hostile_arguments_get_clear_errors_and_touch_nothing_outside() {
         (
             "read_files",
             file(json!({"path": ".tooldispatch/rules"})),
-            Failed,
-            "denied list",
+            // The gate asks before the tool's own refusal: a path inside tooldispatch's own
+            // files always asks (and, headless, is declined).
+            Declined,
+            "holds tooldispatch's own rules",
         ),
         (
             "read_files",
@@ -244,8 +246,9 @@ async fn hostile_arguments_get_clear_errors_and_touch_nothing_outside() {
         (
             "read_files",
             file(json!({"path": "notes.txt"})),
-            Failed,
-            "credential file",
+            // The gate judges the file a link reaches: a link to .env asks like .env.
+            Declined,
+            "sensitive path .env",
         ),
         (
             "read_files",
@@ -352,8 +355,8 @@ async fn hostile_arguments_get_clear_errors_and_touch_nothing_outside() {
         (
             "find_files",
             query(json!({"dir": ".tooldispatch"})),
-            Failed,
-            "denied list",
+            Declined,
+            "holds tooldispatch's own rules",
         ),
         (
             "find_files",

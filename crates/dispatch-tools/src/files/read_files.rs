@@ -118,6 +118,12 @@ impl Tool for ReadFiles {
         &self.spec
     }
 
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+        use crate::subjects::{nested, resolved};
+        dispatch_engine::Subject::new(dispatch_engine::Access::Reads)
+            .paths(resolved(workdir, nested(args, "files", "path")))
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: ReadFilesArgs = parse_args("read_files", args)?;
         if args.files.is_empty() || args.files.len() > MAX_FILES {

@@ -59,6 +59,16 @@ impl Tool for RemoveFile {
         &self.spec
     }
 
+    fn subject(
+        &self,
+        args: &serde_json::Value,
+        workdir: &std::path::Path,
+    ) -> dispatch_engine::Subject {
+        use crate::subjects::{resolved, texts};
+        dispatch_engine::Subject::new(dispatch_engine::Access::Destroys)
+            .paths(resolved(workdir, texts(args, "path")))
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: RemoveFileArgs = parse_args("remove_file", args)?;
         let recorder = Recorder::for_call(&cx, "remove_file")?;

@@ -89,6 +89,18 @@ impl Tool for RestoreFile {
         &self.spec
     }
 
+    /// The paths named; a restore by version or task touches files the call does not name,
+    /// which it reports in its output for dedupe.
+    fn subject(
+        &self,
+        args: &serde_json::Value,
+        workdir: &std::path::Path,
+    ) -> dispatch_engine::Subject {
+        use crate::subjects::{resolved, texts};
+        dispatch_engine::Subject::new(dispatch_engine::Access::Destroys)
+            .paths(resolved(workdir, texts(args, "paths")))
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: RestoreFileArgs = parse_args("restore_file", args)?;
         let recorder = Recorder::for_call(&cx, "restore_file")?;

@@ -12,13 +12,18 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
+use std::path::Path;
 
 use super::jobs::{Job, JobEnd, JobTable, MAX_RUNNING, RING_CAP, STOP_WAIT};
 use super::process::{self, CommandArgs, describe_exit};
+use super::readonly::ReadOnlyCommands;
+use super::subject::CommandCall;
 use crate::{parse_args, schema_of};
 
 /// Most bytes one `read` returns (below the engine's result budget, so it is never shaped).
@@ -76,6 +81,8 @@ pub struct BackgroundCommand {
     spec: ToolSpec,
     jobs: JobTable,
     parent_env: Option<Vec<(OsString, OsString)>>,
+    /// Commands the user declared read-only (`[commands] read_only`).
+    read_only: ReadOnlyCommands,
 }
 
 impl BackgroundCommand {
@@ -86,13 +93,20 @@ impl BackgroundCommand {
                 "Run a long command (server, watcher, long build) in the background. mode=start returns a job id at once; read returns its output from a byte offset (plus the next offset, and the exit status once it ended); list shows this session's jobs; stop kills a job with every process it started. At most 16 running jobs per session; the last 4 MiB of each job's output is kept. Jobs stop when tooldispatch exits (the one-shot CLI exits after each round).",
                 schema_of::<BackgroundCommandArgs>(),
             )
-            .gate(Gate::AskUnlessReadOnlyCommand)
+            .gate(Gate::Ask)
             .effect(Effect::Mutates)
             .no_dedupe()
             .timeout(Duration::from_secs(MAX_WAIT_SECS) + STOP_WAIT + Duration::from_secs(10)),
             jobs: JobTable::default(),
             parent_env: None,
+            read_only: ReadOnlyCommands::default(),
         }
+    }
+
+    /// Also start these commands without asking, in the read-only sandbox.
+    pub fn with_read_only_commands(mut self, commands: ReadOnlyCommands) -> Self {
+        self.read_only = commands;
+        self
     }
 
     /// Jobs inherit `env` (scrubbed of secrets) instead of this process's environment.
@@ -112,6 +126,21 @@ impl Default for BackgroundCommand {
 impl Tool for BackgroundCommand {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn subject(&self, args: &Value, workdir: &Path) -> Subject {
+        // Listing and reading jobs only read; stopping one and starting one change things.
+        match args.get("mode").and_then(Value::as_str).map(str::trim) {
+            Some("list" | "read") => Subject::new(Access::Reads),
+            Some("start") => match CommandCall::from_args(args) {
+                Some(call) => {
+                    call.subject("background_command", workdir, &self.read_only, None)
+                        .0
+                }
+                None => Subject::new(Access::Changes),
+            },
+            _ => Subject::new(Access::Changes),
+        }
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

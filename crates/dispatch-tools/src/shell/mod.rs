@@ -8,9 +8,12 @@ mod background_command;
 mod capture;
 mod jobs;
 pub mod process;
+pub mod readonly;
 mod run_command;
+mod subject;
 
 pub use background_command::BackgroundCommand;
+pub use readonly::ReadOnlyCommands;
 pub use run_command::RunCommand;
 
 #[cfg(test)]

@@ -11,10 +11,13 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
+use std::path::Path;
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 
@@ -22,6 +25,8 @@ use super::capture::{Capture, ProgressFeed};
 use super::process::{
     self, CommandArgs, GRACE, Pipes, Stopped, Stream, describe_exit, safe_component, session_dir,
 };
+use super::readonly::ReadOnlyCommands;
+use super::subject::CommandCall;
 use crate::{parse_args, schema_of};
 
 /// Default hard limit of one command (the seed's 300 s).
@@ -91,6 +96,8 @@ pub struct RunCommand {
     spec: ToolSpec,
     /// What commands inherit (scrubbed); `None`: this process's environment at call time.
     parent_env: Option<Vec<(OsString, OsString)>>,
+    /// Commands the user declared read-only (`[commands] read_only`).
+    read_only: ReadOnlyCommands,
 }
 
 impl RunCommand {
@@ -101,14 +108,21 @@ impl RunCommand {
                 "Run a program in the work directory and wait for it; returns the exit code, stdout and stderr (long output keeps its head, tail and error lines; the full text is saved to a file). argv is passed without a shell. A non-zero exit is reported, not an error. Commands that only read (ls, cat, git status/log/diff, …) run without asking; others ask the user. Stopped after `timeout` s (default 300) or `idle_timeout` s without output (default 120), with every process it started.",
                 schema_of::<RunCommandArgs>(),
             )
-            .gate(Gate::AskUnlessReadOnlyCommand)
+            .gate(Gate::Ask)
             .effect(Effect::Mutates)
             // The call enforces `timeout` itself (stopping gracefully, keeping the output);
             // the engine's limit is a backstop above the largest one a call may ask for.
             .timeout(Duration::from_secs(MAX_TIMEOUT_SECS) + 2 * GRACE + Duration::from_secs(10))
             .elide_args(&["stdin"]),
             parent_env: None,
+            read_only: ReadOnlyCommands::default(),
         }
+    }
+
+    /// Also run these commands without asking, in the read-only sandbox.
+    pub fn with_read_only_commands(mut self, commands: ReadOnlyCommands) -> Self {
+        self.read_only = commands;
+        self
     }
 
     /// Commands inherit `env` (scrubbed of secrets) instead of this process's environment.
@@ -128,6 +142,16 @@ impl Default for RunCommand {
 impl Tool for RunCommand {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn subject(&self, args: &Value, workdir: &Path) -> Subject {
+        match CommandCall::from_args(args) {
+            Some(call) => {
+                call.subject("run_command", workdir, &self.read_only, None)
+                    .0
+            }
+            None => Subject::new(Access::Changes),
+        }
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

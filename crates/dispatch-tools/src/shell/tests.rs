@@ -795,3 +795,67 @@ async fn listing_and_reading_need_no_approval() {
     .await;
     assert_eq!(status, Status::Ok, "{content}");
 }
+
+/// The security review's payloads against the default headless mode: each is judged not
+/// read-only (or sensitive) and declined, and none of them ran. Closes the class "the gate
+/// guessed from argument names": the judgement refuses unknown options and reads glued values.
+#[tokio::test]
+async fn review_payloads_are_declined_headless_and_nothing_runs() {
+    let h = Harness::new();
+    h.select("s", BOTH).await;
+    let root = h.root().to_path_buf();
+    std::fs::write(root.join("x"), "log\n").unwrap();
+    std::fs::write(root.join(".env"), "TOKEN=1\n").unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    let marker = tempfile::tempdir().unwrap();
+    let touched = marker.path().join("pwned");
+    let payload = format!("-Osh -c \"id; touch {}\" x", touched.display());
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("id_rsa"), "KEY").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("id_rsa"), root.join("notes")).unwrap();
+    let cases: Vec<(&str, Value)> = vec![
+        (
+            "git grep -O through an unknown global option",
+            json!({"argv": ["git", "--no-literal-pathspecs", "grep", payload, "--max-depth=5", "log"]}),
+        ),
+        (
+            "git -c pager",
+            json!({"argv": ["git", "-c", format!("core.pager=touch {}", touched.display()), "log"]}),
+        ),
+        (
+            "fsmonitor through env",
+            json!({"argv": ["git", "status"], "env": {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": format!("touch {}", touched.display())}}),
+        ),
+        (
+            "glued short option value",
+            json!({"argv": ["date", "-f.env"]}),
+        ),
+        ("glued /dev/zero", json!({"argv": ["date", "-f/dev/zero"]})),
+        (
+            "file -f outside",
+            json!({"argv": ["file", "-f/etc/passwd"]}),
+        ),
+        ("symlink to a key", json!({"argv": ["cat", "notes"]})),
+        (
+            "git config in cwd .git",
+            json!({"argv": ["cat", "config"], "cwd": ".git"}),
+        ),
+        ("network", json!({"argv": ["ls"], "network": true})),
+        (
+            "shell line",
+            json!({"argv": [format!("touch {}", touched.display())], "shell": true}),
+        ),
+    ];
+    for (what, args) in cases {
+        let (status, content) = run(&h, args).await;
+        assert_eq!(status, Status::Declined, "{what}: {content}");
+    }
+    assert!(!touched.exists(), "a declined payload ran");
+}

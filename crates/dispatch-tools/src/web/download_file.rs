@@ -92,6 +92,18 @@ impl Tool for DownloadFile {
         &self.spec
     }
 
+    fn subject(
+        &self,
+        args: &serde_json::Value,
+        workdir: &std::path::Path,
+    ) -> dispatch_engine::Subject {
+        use crate::subjects::{resolved, text};
+        let mut subject = dispatch_engine::Subject::new(dispatch_engine::Access::Changes)
+            .paths(resolved(workdir, text(args, "path")));
+        subject.urls.extend(text(args, "url").map(str::to_string));
+        subject
+    }
+
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: DownloadFileArgs = parse_args("download_file", args)?;
         let client = self

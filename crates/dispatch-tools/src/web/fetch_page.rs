@@ -97,7 +97,7 @@ impl FetchPage {
             )
             // Reading a page asks nothing; writing it into the work directory asks like any
             // other file change.
-            .gate(Gate::AskWith(&["save_to"]))
+            .gate(Gate::Ask)
             .concurrent()
             // Per call (`effect` below): a fetch observes, a save_to also creates a file.
             .effect(Effect::Observes)
@@ -143,6 +143,21 @@ impl FetchPage {
 impl Tool for FetchPage {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// Reads a page; a `save_to` also writes that file.
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+        use crate::subjects::{resolved, text};
+        use dispatch_engine::{Access, Subject};
+        let save_to = text(args, "save_to");
+        let access = if save_to.is_some() {
+            Access::Changes
+        } else {
+            Access::Reads
+        };
+        let mut subject = Subject::new(access).paths(resolved(workdir, save_to));
+        subject.urls.extend(text(args, "link").map(str::to_string));
+        subject
     }
 
     /// A save_to creates a file: a read of that path from before the save ("no such file")

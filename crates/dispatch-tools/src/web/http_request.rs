@@ -130,7 +130,7 @@ impl HttpRequest {
                 schema_of::<HttpRequestArgs>(),
             )
             .concurrent()
-            .gate(Gate::AskUnlessGet)
+            .gate(Gate::Ask)
             // Per call (`effect` below): GET and HEAD observe, the other methods change things.
             .effect(Effect::Mutates)
             .cache(CachePolicy::Session(CACHE_TTL))
@@ -145,6 +145,19 @@ impl HttpRequest {
 impl Tool for HttpRequest {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn subject(&self, args: &Value, _workdir: &std::path::Path) -> dispatch_engine::Subject {
+        use dispatch_engine::{Access, Subject};
+        let access = match self.effect(args) {
+            Effect::Mutates => Access::Changes,
+            _ => Access::Reads,
+        };
+        let mut subject = Subject::new(access);
+        subject
+            .urls
+            .extend(crate::subjects::text(args, "url").map(str::to_string));
+        subject
     }
 
     /// A GET or HEAD reads: it is not journalled and ends nothing remembered. Any other method
