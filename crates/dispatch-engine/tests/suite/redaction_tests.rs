@@ -30,6 +30,9 @@ impl Secrets for Broken {
     async fn secret_delete(&self, _: &str) -> StoreResult<bool> {
         Ok(false)
     }
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        Ok(0)
+    }
 }
 
 const TOKEN: &str = "ghp_s3cr3tT0k3nValue";
