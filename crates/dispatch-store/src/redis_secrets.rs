@@ -58,8 +58,7 @@ impl Secrets for RedisStore {
         let sealed = to_hex(&self.secrets.key().await?.seal_joined(name, value)?);
         let generation = fresh_generation()?;
         let mut conn = self.connection().await?;
-        // One MULTI/EXEC: no reader sees the new value under the old generation for long, nor
-        // the new generation without the value.
+        // One MULTI/EXEC: a reader sees the new value and the new generation together.
         ::redis::pipe()
             .atomic()
             .cmd("HSET")

@@ -41,8 +41,8 @@ pub trait Secrets: Send + Sync {
     /// A token that changes whenever a secret is stored or removed, through this handle or any
     /// other on the same store (another process included). Compare it for equality only: it
     /// tells a reader whether its copy of the values is stale without decrypting them.
-    /// A writer stores the value first and changes the token after, so a reader that reads the
-    /// token before the values never keeps old values under a new token.
+    /// A writer changes the token in the transaction that changes the value (or after it), so
+    /// a reader that reads the token before the values never keeps old values under a new one.
     async fn secret_generation(&self) -> StoreResult<u64>;
 }
 
