@@ -19,7 +19,7 @@ use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
 use crate::events::{Event, EventKind, EventLog, EventSink};
 use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
-use crate::redact::{Redactor, ToolSecrets};
+use crate::redact::{Redactor, RedactorCache, ToolSecrets};
 use crate::registry::Registry;
 use crate::rules::{RuleLint, Rules};
 use crate::shaping::DEFAULT_RESULT_BUDGET;
@@ -125,6 +125,8 @@ pub struct Engine {
     pub(crate) chat_history: Option<Arc<dyn ChatHistory>>,
     /// The stored secrets: redacted from everything a round keeps, and handed to tools.
     pub(crate) secrets: Option<Arc<dyn Secrets>>,
+    /// The redactor of `secrets`, rebuilt only when they change.
+    redaction: RedactorCache,
 }
 
 /// One round to dispatch.
@@ -384,6 +386,7 @@ impl Engine {
             file_history: None,
             chat_history: None,
             secrets: None,
+            redaction: RedactorCache::default(),
         })
     }
 
@@ -392,6 +395,7 @@ impl Engine {
     /// store_secret).
     pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> Self {
         self.secrets = Some(secrets);
+        self.redaction = RedactorCache::default();
         self
     }
 
@@ -526,7 +530,9 @@ impl Engine {
         let interrupted = self.store.journal_open(&req.session).await?;
         // Fail closed: a round that cannot learn the secrets could not keep them out.
         let redactor = match &self.secrets {
-            Some(store) => Redactor::load(store.as_ref())
+            Some(store) => self
+                .redaction
+                .redactor(store.as_ref())
                 .await
                 .map_err(|e| EngineError::Secrets(e.to_string()))?,
             None => Redactor::default(),

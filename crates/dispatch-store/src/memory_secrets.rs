@@ -14,11 +14,13 @@ use crate::{Secrets, StoreError, StoreResult};
 #[path = "secrets_suite_tests.rs"]
 mod secrets_suite_tests;
 
-/// The key (made by the first `secret_set`) and the sealed values by name.
+/// The key (made by the first `secret_set`), the sealed values by name, and how many times
+/// they changed (the generation: one store, one process, so a counter is enough).
 #[derive(Default)]
 pub(super) struct SecretState {
     key: Option<SecretKey>,
     values: BTreeMap<String, Sealed>,
+    generation: u64,
 }
 
 impl MemoryStore {
@@ -44,6 +46,7 @@ impl Secrets for MemoryStore {
             }
         };
         state.values.insert(name.to_string(), sealed);
+        state.generation += 1;
         Ok(())
     }
 
@@ -65,6 +68,15 @@ impl Secrets for MemoryStore {
 
     async fn secret_delete(&self, name: &str) -> StoreResult<bool> {
         validate_name(name)?;
-        Ok(self.secret_state()?.values.remove(name).is_some())
+        let mut state = self.secret_state()?;
+        let removed = state.values.remove(name).is_some();
+        if removed {
+            state.generation += 1;
+        }
+        Ok(removed)
+    }
+
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        Ok(self.secret_state()?.generation)
     }
 }

@@ -30,6 +30,7 @@
 //! | `errors:tool:{tool}`            | set     | ids of the records of that tool |
 //! | `errors:gram:{abc}`             | set     | ids of the records whose lower-cased text contains those three characters |
 //! | `secrets`                       | hash    | secret name → hex of the 24-byte nonce followed by the ciphertext |
+//! | `secrets:generation`            | string  | a random number replaced in the same MULTI/EXEC as every change to `secrets` |
 //!
 //! Every `{…}` part is escaped by [`escape`]: `%` becomes `%25` and `:` becomes `%3A`, so no
 //! part contains the `:` separator and `("a:b", "c")` and `("a", "b:c")` name different keys.
@@ -266,6 +267,9 @@ impl Keys {
     }
     fn secrets(&self) -> String {
         self.key("secrets", &[])
+    }
+    fn secrets_generation(&self) -> String {
+        self.key("secrets:generation", &[])
     }
 }
 

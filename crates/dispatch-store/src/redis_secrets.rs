@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 
 use super::{RedisStore, backend};
-use crate::secrets::validate_name;
+use crate::secrets::{fresh_generation, validate_name};
 use crate::{Secrets, StoreError, StoreResult};
 
 /// `$XDG_DATA_HOME/tooldispatch/redis.key`, else `~/.local/share/tooldispatch/redis.key`;
@@ -56,12 +56,21 @@ impl Secrets for RedisStore {
     async fn secret_set(&self, name: &str, value: &str) -> StoreResult<()> {
         validate_name(name)?;
         let sealed = to_hex(&self.secrets.key().await?.seal_joined(name, value)?);
+        let generation = fresh_generation()?;
         let mut conn = self.connection().await?;
-        ::redis::cmd("HSET")
+        // One MULTI/EXEC: a reader sees the new value and the new generation together.
+        ::redis::pipe()
+            .atomic()
+            .cmd("HSET")
             .arg(self.keys.secrets())
             .arg(name)
             .arg(sealed)
-            .query_async::<i64>(&mut conn)
+            .ignore()
+            .cmd("SET")
+            .arg(self.keys.secrets_generation())
+            .arg(generation)
+            .ignore()
+            .query_async::<()>(&mut conn)
             .await
             .map_err(backend(format!("store secret {name}")))?;
         Ok(())
@@ -100,14 +109,34 @@ impl Secrets for RedisStore {
 
     async fn secret_delete(&self, name: &str) -> StoreResult<bool> {
         validate_name(name)?;
+        let generation = fresh_generation()?;
         let mut conn = self.connection().await?;
-        let deleted: i64 = ::redis::cmd("HDEL")
+        // A new generation even when nothing was there: a spare reload costs less than a
+        // second round trip to ask first.
+        let (deleted,): (i64,) = ::redis::pipe()
+            .atomic()
+            .cmd("HDEL")
             .arg(self.keys.secrets())
             .arg(name)
+            .cmd("SET")
+            .arg(self.keys.secrets_generation())
+            .arg(generation)
+            .ignore()
             .query_async(&mut conn)
             .await
             .map_err(backend(format!("delete secret {name}")))?;
         Ok(deleted > 0)
+    }
+
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        let mut conn = self.connection().await?;
+        // No key yet (no secret stored since this version, or ever) reads as 0.
+        let generation: Option<u64> = ::redis::cmd("GET")
+            .arg(self.keys.secrets_generation())
+            .query_async(&mut conn)
+            .await
+            .map_err(backend("read the secrets generation"))?;
+        Ok(generation.unwrap_or(0))
     }
 }
 

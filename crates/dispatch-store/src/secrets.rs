@@ -38,6 +38,21 @@ pub trait Secrets: Send + Sync {
     async fn secret_names(&self) -> StoreResult<Vec<String>>;
     /// Forget `name`; whether there was a value to forget.
     async fn secret_delete(&self, name: &str) -> StoreResult<bool>;
+    /// A token that changes whenever a secret is stored or removed, through this handle or any
+    /// other on the same store (another process included). Compare it for equality only: it
+    /// tells a reader whether its copy of the values is stale without decrypting them.
+    /// A writer changes the token in the transaction that changes the value (or after it), so
+    /// a reader that reads the token before the values never keeps old values under a new one.
+    async fn secret_generation(&self) -> StoreResult<u64>;
+}
+
+/// A random generation token: unlike a counter, it cannot come back to a value a reader
+/// remembers after the store was emptied and written again (a Redis `FLUSHDB`).
+pub(crate) fn fresh_generation() -> StoreResult<u64> {
+    let bytes = XNonce::try_generate().map_err(random_failed)?;
+    let mut token = [0u8; 8];
+    token.copy_from_slice(&bytes[..8]);
+    Ok(u64::from_le_bytes(token))
 }
 
 /// Refuse a name that is not 1 to 128 of `A-Z a-z 0-9 _ . -` (UPPER_SNAKE such as

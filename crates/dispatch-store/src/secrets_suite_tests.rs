@@ -10,14 +10,19 @@ use crate::{Secrets, StoreError};
 
 struct Fixture {
     secrets: Arc<dyn Secrets>,
+    /// A second handle on the same store, as another process would open it.
+    other: Arc<dyn Secrets>,
     _dir: Option<TempDir>,
     #[cfg(feature = "redis")]
     _keys: Option<crate::redis::testing::KeySweeper>,
 }
 
 fn memory() -> Fixture {
+    // A memory store cannot be opened twice: its one handle stands in for both.
+    let store: Arc<dyn Secrets> = Arc::new(MemoryStore::default());
     Fixture {
-        secrets: Arc::new(MemoryStore::default()),
+        secrets: store.clone(),
+        other: store,
         _dir: None,
         #[cfg(feature = "redis")]
         _keys: None,
@@ -27,9 +32,10 @@ fn memory() -> Fixture {
 #[cfg(feature = "sqlite")]
 fn sqlite() -> Fixture {
     let dir = TempDir::new().unwrap();
-    let store = crate::sqlite::SqliteStore::open(&dir.path().join("store.db")).unwrap();
+    let open = || crate::sqlite::SqliteStore::open(&dir.path().join("store.db")).unwrap();
     Fixture {
-        secrets: Arc::new(store),
+        secrets: Arc::new(open()),
+        other: Arc::new(open()),
         _dir: Some(dir),
         #[cfg(feature = "redis")]
         _keys: None,
@@ -39,11 +45,18 @@ fn sqlite() -> Fixture {
 /// A Redis store under a prefix of its own, with a key file in a temp dir (never the user's).
 #[cfg(feature = "redis")]
 fn redis() -> Fixture {
+    use crate::redis::{RedisStore, testing};
     let dir = TempDir::new().unwrap();
-    let (store, keys) = crate::redis::testing::store(Arc::new(crate::SystemClock));
-    let store = store.with_secret_key_file(dir.path().join("redis.key"));
+    let prefix = testing::unique_prefix();
+    let keys = testing::KeySweeper::for_prefix(prefix.clone());
+    let open = || {
+        RedisStore::lazy(testing::URL, &prefix, Arc::new(crate::SystemClock))
+            .unwrap()
+            .with_secret_key_file(dir.path().join("redis.key"))
+    };
     Fixture {
-        secrets: Arc::new(store),
+        secrets: Arc::new(open()),
+        other: Arc::new(open()),
         _dir: Some(dir),
         _keys: Some(keys),
     }
@@ -101,6 +114,51 @@ async fn bad_names_are_refused(s: &dyn Secrets) {
     assert_eq!(s.secret_names().await.unwrap(), Vec::<String>::new());
 }
 
+/// The generation moves with every change made through either handle and stays put otherwise,
+/// so a reader can skip decrypting when it has not moved.
+async fn the_generation_changes_with_every_change_by_any_handle(
+    s: &dyn Secrets,
+    other: &dyn Secrets,
+) {
+    let start = s.secret_generation().await.unwrap();
+    assert_eq!(
+        s.secret_generation().await.unwrap(),
+        start,
+        "reading changes nothing"
+    );
+    s.secret_names().await.unwrap();
+    s.secret_get("API_TOKEN").await.unwrap();
+    assert_eq!(s.secret_generation().await.unwrap(), start);
+
+    let mut seen = vec![start];
+    let mut changed = |generation: u64, what: &str| {
+        assert!(
+            !seen.contains(&generation),
+            "{what}: generation {generation} seen before"
+        );
+        seen.push(generation);
+    };
+    s.secret_set("API_TOKEN", "one").await.unwrap();
+    changed(s.secret_generation().await.unwrap(), "set");
+    assert_eq!(
+        other.secret_generation().await.unwrap(),
+        s.secret_generation().await.unwrap(),
+        "both handles read the same generation"
+    );
+    other.secret_set("API_TOKEN", "two").await.unwrap();
+    changed(
+        s.secret_generation().await.unwrap(),
+        "overwrite by the other handle",
+    );
+    other.secret_delete("API_TOKEN").await.unwrap();
+    changed(
+        s.secret_generation().await.unwrap(),
+        "remove by the other handle",
+    );
+    let after = s.secret_generation().await.unwrap();
+    assert_eq!(s.secret_generation().await.unwrap(), after);
+}
+
 macro_rules! suite {
     ($backend:ident, $open:path) => {
         suite!($backend, $open, skip_if false);
@@ -114,6 +172,19 @@ macro_rules! suite {
                 names_are_listed_sorted,
                 bad_names_are_refused,
             );
+
+            #[tokio::test]
+            async fn the_generation_changes_with_every_change_by_any_handle() {
+                if $skip {
+                    return;
+                }
+                let fixture = $open();
+                super::the_generation_changes_with_every_change_by_any_handle(
+                    &*fixture.secrets,
+                    &*fixture.other,
+                )
+                .await;
+            }
         }
     };
     (@each $open:path, $skip:expr; $($check:ident),* $(,)?) => {

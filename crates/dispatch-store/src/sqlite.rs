@@ -179,6 +179,24 @@ const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX IF EXISTS transcript_by_session_run;
     "#,
+    // 8: the secrets generation, counted by triggers in the transaction of every change, so a
+    // reader learns whether any process changed a secret without decrypting one.
+    r#"
+    CREATE TABLE secrets_generation (
+        id         INTEGER PRIMARY KEY CHECK (id = 1),
+        generation INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO secrets_generation (id, generation) VALUES (1, 0);
+    CREATE TRIGGER secrets_generation_insert AFTER INSERT ON secrets BEGIN
+        UPDATE secrets_generation SET generation = generation + 1 WHERE id = 1;
+    END;
+    CREATE TRIGGER secrets_generation_update AFTER UPDATE ON secrets BEGIN
+        UPDATE secrets_generation SET generation = generation + 1 WHERE id = 1;
+    END;
+    CREATE TRIGGER secrets_generation_delete AFTER DELETE ON secrets BEGIN
+        UPDATE secrets_generation SET generation = generation + 1 WHERE id = 1;
+    END;
+    "#,
 ];
 
 /// The most rounds one shared transaction commits; the rest wait for the next one.

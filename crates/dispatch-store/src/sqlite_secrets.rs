@@ -71,6 +71,18 @@ impl Secrets for SqliteStore {
         })
         .await
     }
+
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        let generation: i64 = self
+            .run("read the secrets generation".to_string(), |conn| {
+                Ok(conn
+                    .prepare_cached("SELECT generation FROM secrets_generation WHERE id = 1")?
+                    .query_row([], |row| row.get(0))?)
+            })
+            .await?;
+        // A counter from 0 upwards; the cast only reinterprets a value SQLite never makes.
+        Ok(generation.cast_unsigned())
+    }
 }
 
 #[cfg(test)]

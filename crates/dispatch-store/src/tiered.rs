@@ -39,6 +39,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// only means that commit goes by the back-off rule instead).
 const MAX_PINS: usize = 1024;
 
+/// The bit set in the secrets generation the local tier answers with.
+const LOCAL_GENERATION: u64 = 1 << 63;
+
 /// A Redis store in front of a local SQLite store.
 pub struct TieredStore {
     shared: Arc<RedisStore>,
@@ -358,6 +361,24 @@ impl Secrets for TieredStore {
 
     async fn secret_delete(&self, name: &str) -> StoreResult<bool> {
         tiered!(self, |s| s.secret_delete(name).await)
+    }
+
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        // The tiers keep their own tokens; the top bit says which tier answered, so a switch
+        // of tier (an outage starting or ending) never reads as "nothing changed".
+        if self.route() == Tier::Shared {
+            match self.shared.secret_generation().await {
+                Err(StoreError::Unavailable(reason)) => self.unreachable(&reason),
+                answer => {
+                    self.answered();
+                    return answer.map(|g| g & !LOCAL_GENERATION);
+                }
+            }
+        }
+        self.local
+            .secret_generation()
+            .await
+            .map(|g| g | LOCAL_GENERATION)
     }
 }
 

@@ -118,6 +118,40 @@ async fn a_reachable_redis_serves_everything_and_gives_no_notice() {
     assert!(store.local.cache_get(&scope, "k").await.unwrap().is_none());
 }
 
+/// A reader keeps its decrypted secrets while the generation stays put, so a switch of tier
+/// must move it even when neither tier changed: the tiers hold different secrets.
+#[tokio::test]
+async fn the_secrets_generation_moves_when_another_tier_answers() {
+    if unavailable() {
+        return;
+    }
+    let dir = tempfile::TempDir::new().unwrap();
+    let (shared, _keys) = testing::store(Arc::new(SystemClock));
+    let shared = shared.with_secret_key_file(dir.path().join("redis.key"));
+    let local = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+    let store = TieredStore::new(Arc::new(shared), Arc::new(local), testing::URL);
+
+    let from_redis = store.secret_generation().await.unwrap();
+    assert_eq!(from_redis, store.shared.secret_generation().await.unwrap());
+    // An outage begins: the local tier answers.
+    store.health().outage = Some(Outage {
+        retry_at: Instant::now() + Duration::from_secs(60),
+        backoff: FIRST_BACKOFF,
+    });
+    let from_local = store.secret_generation().await.unwrap();
+    assert_ne!(from_local, from_redis);
+    assert_eq!(
+        from_local,
+        store.local.secret_generation().await.unwrap() | LOCAL_GENERATION
+    );
+    // A secret stored during the outage is stored locally and moves the generation again.
+    store
+        .secret_set("TOKEN", "during-the-outage")
+        .await
+        .unwrap();
+    assert_ne!(store.secret_generation().await.unwrap(), from_local);
+}
+
 #[test]
 fn the_local_path_comes_out_of_the_url_and_credentials_out_of_notices() {
     assert_eq!(

@@ -2,6 +2,7 @@
 //! events, the transcript and the dedupe map.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use dispatch_engine::{
@@ -29,6 +30,9 @@ impl Secrets for Broken {
     }
     async fn secret_delete(&self, _: &str) -> StoreResult<bool> {
         Ok(false)
+    }
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        Ok(0)
     }
 }
 
@@ -166,4 +170,159 @@ async fn a_long_result_is_spilled_to_disk_without_the_secret() {
         !spilled[0].contains(TOKEN),
         "the spill file holds the secret"
     );
+}
+
+/// Counts decryptions (`secret_get`) of the store it wraps.
+struct Counting {
+    inner: Arc<dyn Secrets>,
+    gets: AtomicUsize,
+}
+
+#[async_trait]
+impl Secrets for Counting {
+    async fn secret_set(&self, name: &str, value: &str) -> StoreResult<()> {
+        self.inner.secret_set(name, value).await
+    }
+    async fn secret_get(&self, name: &str) -> StoreResult<Option<String>> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.secret_get(name).await
+    }
+    async fn secret_names(&self) -> StoreResult<Vec<String>> {
+        self.inner.secret_names().await
+    }
+    async fn secret_delete(&self, name: &str) -> StoreResult<bool> {
+        self.inner.secret_delete(name).await
+    }
+    async fn secret_generation(&self) -> StoreResult<u64> {
+        self.inner.secret_generation().await
+    }
+}
+
+/// The engine builds its redactor once and decrypts no secret on a round when none changed;
+/// a secret set through another handle on the same store (another process) is decrypted on
+/// the next round and hidden from then on.
+async fn rounds_decrypt_nothing_until_another_handle_sets_a_secret(
+    ours: Arc<dyn Secrets>,
+    theirs: Arc<dyn Secrets>,
+) {
+    const NEW: &str = "new-value-from-elsewhere-77";
+    ours.secret_set("GH_TOKEN", TOKEN).await.unwrap();
+    let counting = Arc::new(Counting {
+        inner: ours,
+        gets: AtomicUsize::new(0),
+    });
+    let (engine, _store, _dir) = engine_with(Some(counting.clone()));
+    let gets = || counting.gets.load(Ordering::SeqCst);
+    let round = |id: &str, text: &str| {
+        RoundRequest::new(
+            "s",
+            "r",
+            dispatch_engine::Provider::OpenAi,
+            vec![wrapped(id, "echo", json!({"text": text}))],
+        )
+    };
+    let mark = RoundRequest::new(
+        "s",
+        "m",
+        dispatch_engine::Provider::OpenAi,
+        vec![call(
+            "m",
+            "find_tools",
+            &json!({"query": "select:echo"}).to_string(),
+        )],
+    );
+    engine.round(mark).await.unwrap();
+    assert_eq!(gets(), 1, "the first round builds the redactor");
+    for (i, text) in ["one", "two", "three"].iter().enumerate() {
+        let out = engine
+            .round(round(&format!("a{i}"), &format!("{text} {TOKEN}")))
+            .await
+            .unwrap();
+        assert!(
+            out.results[0].content.contains("[secret:GH_TOKEN]"),
+            "{}",
+            out.results[0].content
+        );
+    }
+    assert_eq!(gets(), 1, "no secret changed, none decrypted");
+
+    theirs.secret_set("NEW_KEY", NEW).await.unwrap();
+    let out = engine
+        .round(round("b", &format!("{NEW} {TOKEN}")))
+        .await
+        .unwrap();
+    let content = &out.results[0].content;
+    assert!(
+        content.ends_with(r#"echo:{"text":"[secret:NEW_KEY] [secret:GH_TOKEN]"}"#),
+        "{content}"
+    );
+    assert_eq!(gets(), 3, "rebuilt once: both secrets decrypted");
+    engine.round(round("c", NEW)).await.unwrap();
+    assert_eq!(gets(), 3);
+}
+
+#[tokio::test]
+async fn sqlite_rounds_decrypt_nothing_until_another_handle_sets_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("store.db").display());
+    rounds_decrypt_nothing_until_another_handle_sets_a_secret(
+        dispatch_store::open(&url).unwrap(),
+        dispatch_store::open(&url).unwrap(),
+    )
+    .await;
+}
+
+/// The same over Redis at 127.0.0.1:6379, two handles under one fresh key prefix; skipped
+/// with a reason when Redis does not answer, unless TOOLDISPATCH_REQUIRE_REDIS=1.
+#[tokio::test]
+async fn redis_rounds_decrypt_nothing_until_another_handle_sets_a_secret() {
+    use dispatch_store::redis::RedisStore;
+    const URL: &str = "redis://127.0.0.1:6379/";
+    let Some(mut conn) = redis_or_skip(URL) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!(
+        "td:test:engine-secrets-{}-{}:",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let open = || -> Arc<dyn Secrets> {
+        Arc::new(
+            RedisStore::lazy(URL, &prefix, Arc::new(dispatch_store::SystemClock))
+                .unwrap()
+                .with_secret_key_file(dir.path().join("redis.key")),
+        )
+    };
+    rounds_decrypt_nothing_until_another_handle_sets_a_secret(open(), open()).await;
+    // The two keys the secrets live in (the machine's Redis may be shared: never FLUSHDB).
+    redis::cmd("DEL")
+        .arg(format!("{prefix}secrets"))
+        .arg(format!("{prefix}secrets:generation"))
+        .query::<i64>(&mut conn)
+        .unwrap();
+}
+
+/// A connection to Redis, or `None` after printing why the test skips; panics instead when
+/// `TOOLDISPATCH_REQUIRE_REDIS=1` (CI), so a Redis that failed to start cannot pass as skipped.
+fn redis_or_skip(url: &str) -> Option<redis::Connection> {
+    let connected = redis::Client::open(url).and_then(|client| {
+        let mut conn = client.get_connection_with_timeout(std::time::Duration::from_secs(1))?;
+        redis::cmd("PING").query::<String>(&mut conn)?;
+        Ok(conn)
+    });
+    match connected {
+        Ok(conn) => Some(conn),
+        Err(e) => {
+            let message = format!("skipped: Redis is not reachable at {url} ({e})");
+            if std::env::var("TOOLDISPATCH_REQUIRE_REDIS").as_deref() == Ok("1") {
+                panic!("{message}");
+            }
+            println!("{message}");
+            None
+        }
+    }
 }
