@@ -48,6 +48,8 @@ pub struct EngineConfig {
     pub confirm_timeout: Duration,
     /// Per-result budget in bytes before output shaping.
     pub result_budget: usize,
+    /// Bytes of spilled output one session keeps (over-budget results; see [`crate::spill`]).
+    pub spill_quota: u64,
     pub read_only_commands: ReadOnlyCommands,
 }
 
@@ -59,6 +61,7 @@ impl EngineConfig {
             max_concurrent: default_max_concurrent(),
             confirm_timeout: CONFIRM_TIMEOUT,
             result_budget: DEFAULT_RESULT_BUDGET,
+            spill_quota: crate::spill::DEFAULT_SPILL_QUOTA,
             read_only_commands: ReadOnlyCommands::default(),
         }
     }
