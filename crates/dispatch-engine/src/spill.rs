@@ -120,7 +120,7 @@ pub fn human_quota(n: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (size, unit) in UNITS {
         if n >= size {
-            return if n % size == 0 {
+            return if n.is_multiple_of(size) {
                 format!("{} {unit}", n / size)
             } else {
                 format!("{:.1} {unit}", n as f64 / size as f64)
