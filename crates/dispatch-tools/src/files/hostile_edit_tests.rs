@@ -233,3 +233,91 @@ async fn hostile_arguments_fail_clearly_and_touch_nothing() {
         );
     }
 }
+
+/// Issue 13: a directory swapped for a symlink (`renameat2(RENAME_EXCHANGE)`) between the
+/// confinement check and the write sent edit_file's write through the link. A thread swaps
+/// `d` (a directory) and `l` (a link to a directory outside) as fast as it can while edit_file
+/// writes `d/f.txt` again and again: every call either writes inside or refuses, and the
+/// outside directory never gets a byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() {
+    use rustix::fs::{Mode, OFlags, RenameFlags};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", "edit_file").await;
+    let root = h.root();
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    std::os::unix::fs::symlink(&out, root.join("l")).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (root, stop) = (root.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let dir =
+                rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                rustix::fs::renameat_with(&dir, "d", &dir, "l", RenameFlags::EXCHANGE).unwrap();
+                swaps += 1;
+                // Pauses of varying length, so some calls pass the check and meet the swap
+                // on their way to the write rather than at the check.
+                std::thread::sleep(std::time::Duration::from_micros(swaps % 300));
+            }
+            swaps
+        })
+    };
+    let (mut written, mut outside_at_check, mut caught_at_write) = (0, 0, 0);
+    for i in 0..300 {
+        let args = json!({"path": "d/f.txt", "content": format!("write {i}\n")});
+        let round = h
+            .round(
+                "s",
+                &format!("race-{i}"),
+                vec![run_tool("c", "edit_file", args)],
+            )
+            .await;
+        let r = &round.results[0];
+        if r.status == Status::Ok {
+            written += 1;
+        } else if r.content.contains("outside the work directory") {
+            outside_at_check += 1;
+        } else {
+            // Past the check, then met the swap: refused at the open beneath the work dir.
+            assert!(
+                r.content.contains("swapped"),
+                "write {i}: an unexpected failure: {}",
+                r.content
+            );
+            caught_at_write += 1;
+        }
+        if i % 50 == 0 {
+            let landed: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+            assert!(landed.is_empty(), "write {i} reached outside: {landed:?}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    let landed: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+    assert!(landed.is_empty(), "bytes reached outside: {landed:?}");
+    assert!(swaps > 0);
+    eprintln!(
+        "{written} written inside, {outside_at_check} refused at the check, {caught_at_write} \
+         refused at the write, {swaps} swaps"
+    );
+    // The directory (under whichever name it has now) holds the last successful write.
+    let inside = ["d/f.txt", "l/f.txt"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| std::fs::symlink_metadata(p.parent().unwrap()).is_ok_and(|m| m.is_dir()))
+        .unwrap();
+    if written > 0 {
+        assert!(
+            std::fs::read_to_string(inside)
+                .unwrap()
+                .starts_with("write ")
+        );
+    }
+}
