@@ -321,3 +321,73 @@ async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() 
         );
     }
 }
+
+/// Issue 13: with `.tooldispatch -> cfgdir`, `edit_file cfgdir/rules` granted permissions,
+/// because `.tooldispatch` was denied by name only. Every file tool now refuses the rules
+/// directory by where it resolves: writes, creations, removals, reads and searches.
+#[tokio::test]
+async fn a_tooldispatch_link_does_not_open_its_target_to_file_tools() {
+    let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", "edit_file,remove_file,read_files,find_files")
+        .await;
+    let root = h.root();
+    std::fs::create_dir_all(root.join("cfgdir")).unwrap();
+    std::fs::write(root.join("cfgdir/rules"), "ask edit_file\n").unwrap();
+    std::os::unix::fs::symlink("cfgdir", root.join(".tooldispatch")).unwrap();
+    std::os::unix::fs::symlink("cfgdir", root.join("alias")).unwrap();
+
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Value)> = vec![
+        ("edit_file", json!({"path": "cfgdir/rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": "cfgdir/rules", "targets": [{"old_string": "ask", "new_string": "allow"}]})),
+        ("edit_file", json!({"path": "cfgdir/more-rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": ".tooldispatch/rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": "alias/rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": "x/../cfgdir/rules", "content": "allow *\n"})),
+        ("remove_file", json!({"path": "cfgdir/rules"})),
+        ("read_files", json!({"files": [{"path": "cfgdir/rules"}]})),
+        ("find_files", json!({"queries": [{"dir": "cfgdir"}]})),
+    ];
+    let before = snapshot(&root);
+    for (i, (tool, args)) in cases.into_iter().enumerate() {
+        let round = h
+            .round(
+                "s",
+                &format!("cfg-{i}"),
+                vec![run_tool("c", tool, args.clone())],
+            )
+            .await;
+        let r = &round.results[0];
+        assert!(r.status.is_error(), "case {i} {tool} {args}: {}", r.content);
+        assert!(
+            r.content.contains("denied list") && r.content.contains("cfgdir"),
+            "case {i} {tool} {args}: {}",
+            r.content
+        );
+        assert!(
+            snapshot(&root) == before,
+            "case {i} {tool} {args} changed files"
+        );
+    }
+    // A search of the whole work directory does not look inside either.
+    let round = h
+        .round(
+            "s",
+            "cfg-search",
+            vec![run_tool(
+                "c",
+                "find_files",
+                json!({"mode": "search", "queries": [{"pattern": "edit_file"}]}),
+            )],
+        )
+        .await;
+    assert!(
+        !round.results[0].content.contains("cfgdir"),
+        "{}",
+        round.results[0].content
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("cfgdir/rules")).unwrap(),
+        "ask edit_file\n"
+    );
+}
