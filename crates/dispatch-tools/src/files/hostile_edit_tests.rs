@@ -234,16 +234,48 @@ async fn hostile_arguments_fail_clearly_and_touch_nothing() {
     }
 }
 
+/// Swaps `d` (a directory) and `l` (a link out of the work directory) with
+/// `renameat2(RENAME_EXCHANGE)` on its own thread until stopped.
+struct Swapper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Swapper {
+    fn start(root: &Path) -> Swapper {
+        use rustix::fs::{Mode, OFlags, RenameFlags};
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (root, stopped) = (root.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let dir =
+                rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+            let mut swaps = 0u64;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                rustix::fs::renameat_with(&dir, "d", &dir, "l", RenameFlags::EXCHANGE).unwrap();
+                swaps += 1;
+                // Pauses of varying length, so some calls pass the check and meet the swap
+                // on their way to the write rather than at the check.
+                std::thread::sleep(std::time::Duration::from_micros(swaps % 300));
+            }
+            swaps
+        });
+        Swapper { stop, thread }
+    }
+
+    /// Stop swapping; how many swaps there were.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// Issue 13: a directory swapped for a symlink (`renameat2(RENAME_EXCHANGE)`) between the
 /// confinement check and the write sent edit_file's write through the link. A thread swaps
-/// `d` (a directory) and `l` (a link to a directory outside) as fast as it can while edit_file
-/// writes `d/f.txt` again and again: every call either writes inside or refuses, and the
-/// outside directory never gets a byte.
+/// `d` (a directory) and `l` (a link to a directory outside) while edit_file writes `d/f.txt`
+/// again and again: every call either writes inside or refuses, and the outside directory
+/// never gets a byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() {
-    use rustix::fs::{Mode, OFlags, RenameFlags};
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     let h = Harness::with_confirmer(Arc::new(ApproveAll));
     h.select("s", "edit_file").await;
     let root = h.root();
@@ -252,23 +284,7 @@ async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() 
     std::fs::create_dir(root.join("d")).unwrap();
     std::os::unix::fs::symlink(&out, root.join("l")).unwrap();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let swapper = {
-        let (root, stop) = (root.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let dir =
-                rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
-            let mut swaps = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                rustix::fs::renameat_with(&dir, "d", &dir, "l", RenameFlags::EXCHANGE).unwrap();
-                swaps += 1;
-                // Pauses of varying length, so some calls pass the check and meet the swap
-                // on their way to the write rather than at the check.
-                std::thread::sleep(std::time::Duration::from_micros(swaps % 300));
-            }
-            swaps
-        })
-    };
+    let swapper = Swapper::start(&root);
     let (mut written, mut outside_at_check, mut caught_at_write) = (0, 0, 0);
     for i in 0..300 {
         let args = json!({"path": "d/f.txt", "content": format!("write {i}\n")});
@@ -298,8 +314,7 @@ async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() 
             assert!(landed.is_empty(), "write {i} reached outside: {landed:?}");
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let swaps = swapper.join().unwrap();
+    let swaps = swapper.stop();
     let landed: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
     assert!(landed.is_empty(), "bytes reached outside: {landed:?}");
     assert!(swaps > 0);
@@ -320,6 +335,66 @@ async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() 
                 .starts_with("write ")
         );
     }
+}
+
+/// Issue 13, the same race for removal: remove_file of `d/f.txt` while `d` is swapped for a
+/// link to a directory holding its own `f.txt`. The file outside is never moved to the trash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_remove_never_removes_a_file_outside() {
+    use rustix::fs::{Mode, OFlags};
+    let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", "remove_file").await;
+    let root = h.root();
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path().canonicalize().unwrap();
+    std::fs::write(out.join("f.txt"), "outside\n").unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    std::os::unix::fs::symlink(&out, root.join("l")).unwrap();
+    // The real directory, whatever its name: each round puts a fresh f.txt in it.
+    let real = rustix::fs::open(
+        root.join("d"),
+        OFlags::RDONLY | OFlags::DIRECTORY,
+        Mode::empty(),
+    )
+    .unwrap();
+
+    let swapper = Swapper::start(&root);
+    let mut removed = 0;
+    for i in 0..200 {
+        let fd = rustix::fs::openat(
+            &real,
+            "f.txt",
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        std::io::Write::write_all(&mut std::fs::File::from(fd), b"inside\n").unwrap();
+        let round = h
+            .round(
+                "s",
+                &format!("race-{i}"),
+                vec![run_tool("c", "remove_file", json!({"path": "d/f.txt"}))],
+            )
+            .await;
+        let r = &round.results[0];
+        if r.status == Status::Ok {
+            removed += 1;
+        } else {
+            assert!(
+                r.content.contains("outside the work directory") || r.content.contains("swapped"),
+                "remove {i}: an unexpected failure: {}",
+                r.content
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(out.join("f.txt")).unwrap(),
+            "outside\n",
+            "remove {i} reached outside"
+        );
+    }
+    let swaps = swapper.stop();
+    eprintln!("{removed} removed inside, {swaps} swaps");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
 }
 
 /// Issue 13: with `.tooldispatch -> cfgdir`, `edit_file cfgdir/rules` granted permissions,
