@@ -329,9 +329,9 @@ fn refusal(shown: &str, e: &io::Error) -> ToolError {
     let code = e.raw_os_error();
     if code == Some(Errno::LOOP.raw_os_error()) || code == Some(Errno::XDEV.raw_os_error()) {
         ToolError::failed(format!(
-            "cannot change {shown}: a directory on its path is a symlink now (it was swapped for \
+            "cannot change {shown}: it or a directory on its path is a symlink now (swapped for \
              one after the path was checked); file tools never write through a link, so nothing \
-             was changed. Check that directory and call again"
+             was changed. Check the path and call again"
         ))
     } else if code == Some(Errno::NOTDIR.raw_os_error()) {
         ToolError::failed(format!(
