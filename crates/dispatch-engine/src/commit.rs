@@ -249,6 +249,7 @@ impl RoundCx<'_> {
                     &self.redactor.redact(output.text.trim()),
                     budget,
                     spill.as_deref(),
+                    self.engine.config.spill_quota,
                 );
                 let body = if !output.images.is_empty() {
                     let n = output.images.len();
@@ -279,6 +280,7 @@ impl RoundCx<'_> {
                     &self.redactor.redact(failure.message.trim()),
                     budget,
                     spill.as_deref(),
+                    self.engine.config.spill_quota,
                 );
                 let hint = next_hint(
                     &slot.name,

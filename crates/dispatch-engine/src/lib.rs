@@ -21,6 +21,7 @@ mod scheduler;
 pub mod sensitive;
 pub mod shaping;
 pub mod spec;
+pub mod spill;
 pub mod status;
 pub mod subject;
 pub mod tool;

@@ -55,6 +55,8 @@ pub struct EngineConfig {
     /// the data directory, the store and its key. The work directory's `.tooldispatch/` is
     /// always added.
     pub protected: Vec<PathBuf>,
+    /// Bytes of spilled output one session keeps (over-budget results; see [`crate::spill`]).
+    pub spill_quota: u64,
 }
 
 impl EngineConfig {
@@ -67,6 +69,7 @@ impl EngineConfig {
             result_budget: DEFAULT_RESULT_BUDGET,
             trust_workdir: false,
             protected: Vec::new(),
+            spill_quota: crate::spill::DEFAULT_SPILL_QUOTA,
         }
     }
 }

@@ -29,8 +29,9 @@ pub fn spill_dir(data_dir: &Path, session: &str) -> PathBuf {
     session_dir(data_dir, session).join("results")
 }
 
-/// Shape `text` to `budget` bytes. `spill` is where the full text may be written.
-pub fn shape(text: &str, budget: usize, spill: Option<&Path>) -> String {
+/// Shape `text` to `budget` bytes. `spill` is where the full text may be written, within the
+/// session's spill quota of `quota` bytes (see [`crate::spill`]).
+pub fn shape(text: &str, budget: usize, spill: Option<&Path>, quota: u64) -> String {
     if text.len() <= budget {
         return text.to_string();
     }
@@ -66,11 +67,23 @@ pub fn shape(text: &str, budget: usize, spill: Option<&Path>) -> String {
         }
     }
 
-    let where_full = match spill.map(|p| write_spill(p, text)) {
-        Some(Ok(path)) => format!(
-            "full text: {} (read it with read_files and offset/limit)",
-            path.display()
-        ),
+    let mut evicted = false;
+    let where_full = match spill.map(|p| write_spill(p, text, quota)) {
+        Some(Ok(written)) if written.cut => {
+            evicted = written.room.evicted_files > 0;
+            format!(
+                "its head and tail: {} (the whole text is over the session's {} spill quota)",
+                written.path.display(),
+                crate::spill::human_quota(quota)
+            )
+        }
+        Some(Ok(written)) => {
+            evicted = written.room.evicted_files > 0;
+            format!(
+                "full text: {} (read it with read_files and offset/limit)",
+                written.path.display()
+            )
+        }
         Some(Err(e)) => format!("the full text could not be saved ({e})"),
         None => "the full text is not kept".to_string(),
     };
@@ -105,6 +118,9 @@ pub fn shape(text: &str, budget: usize, spill: Option<&Path>) -> String {
         text.len(),
         lines.len(),
     );
+    if evicted {
+        out.push_str(&format!("[{}]\n", crate::spill::eviction_note(quota)));
+    }
     if by_bytes {
         out.push_str(clip(text, head_budget));
         out.push_str("\n…\n");
@@ -162,8 +178,15 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// A spill written: where, whether it was cut to its head and tail, what room it made.
+struct Written {
+    path: PathBuf,
+    cut: bool,
+    room: crate::spill::Room,
+}
+
 /// Results can hold anything a tool saw, so only the user may read them (0700 / 0600).
-fn write_spill(path: &Path, text: &str) -> std::io::Result<PathBuf> {
+fn write_spill(path: &Path, text: &str, quota: u64) -> std::io::Result<Written> {
     if let Some(dir) = path.parent() {
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
@@ -171,21 +194,28 @@ fn write_spill(path: &Path, text: &str) -> std::io::Result<PathBuf> {
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         builder.create(dir)?;
     }
+    let body = crate::spill::head_and_tail(text.as_bytes(), quota);
+    let room = crate::spill::make_room(path, body.len() as u64, quota)?;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    std::io::Write::write_all(&mut options.open(path)?, text.as_bytes())?;
-    Ok(path.to_path_buf())
+    std::io::Write::write_all(&mut options.open(path)?, &body)?;
+    Ok(Written {
+        path: path.to_path_buf(),
+        cut: body.len() < text.len(),
+        room,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spill::DEFAULT_SPILL_QUOTA;
 
     #[test]
     fn short_text_is_untouched() {
-        assert_eq!(shape("hello", 100, None), "hello");
+        assert_eq!(shape("hello", 100, None, DEFAULT_SPILL_QUOTA), "hello");
     }
 
     #[test]
@@ -200,7 +230,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let spill = dir.path().join("results/c1.txt");
-        let shaped = shape(&text, 2000, Some(&spill));
+        let shaped = shape(&text, 2000, Some(&spill), DEFAULT_SPILL_QUOTA);
         assert!(shaped.len() < 2600, "{}", shaped.len());
         assert!(shaped.starts_with("[output shaped: "), "{shaped}");
         assert!(shaped.contains(&format!("full text: {}", spill.display())));
@@ -211,9 +241,68 @@ mod tests {
     }
 
     #[test]
+    fn spills_past_the_session_quota_remove_the_oldest_and_say_so_in_one_line() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = spill_dir(data.path(), "s");
+        let quota = 64 * 1024;
+        let text = |tag: &str| format!("{tag} line of output\n").repeat(1500); // ~30 KB
+        let first = shape(&text("one"), 1000, Some(&dir.join("1.txt")), quota);
+        let second = shape(&text("two"), 1000, Some(&dir.join("2.txt")), quota);
+        let note =
+            "[older spilled output was removed to stay under the session's 64 KiB spill quota]";
+        assert!(!first.contains(note) && !second.contains(note), "{second}");
+        // A third 30 KB spill does not fit beside two: the oldest goes, the result says so.
+        let third = shape(&text("three"), 1000, Some(&dir.join("3.txt")), quota);
+        assert_eq!(third.lines().nth(1), Some(note), "{third}");
+        assert!(!dir.join("1.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("3.txt")).unwrap(),
+            text("three")
+        );
+        let total: u64 = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert!(total <= quota, "{total}");
+    }
+
+    #[test]
+    fn a_result_larger_than_the_quota_spills_its_head_and_tail_only() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = spill_dir(data.path(), "s");
+        let quota = 64 * 1024;
+        let mut text = String::new();
+        for i in 0..20_000 {
+            text.push_str(&format!("line {i:>6} of a long result\n"));
+        }
+        let older = dir.join("older.txt");
+        shape(&"old\n".repeat(1000), 100, Some(&older), quota);
+        let shaped = shape(&text, 1000, Some(&dir.join("big.txt")), quota);
+        assert!(
+            shaped.contains("its head and tail: ")
+                && shaped.contains("over the session's 64 KiB spill quota"),
+            "{shaped}"
+        );
+        assert!(
+            shaped.contains("[older spilled output was removed"),
+            "{shaped}"
+        );
+        let kept = std::fs::read_to_string(dir.join("big.txt")).unwrap();
+        assert!(kept.len() as u64 <= quota, "{}", kept.len());
+        assert!(kept.starts_with("line      0 of a long result\n"));
+        assert!(kept.ends_with("line  19999 of a long result\n"));
+        assert!(
+            kept.contains("bytes omitted: the whole output"),
+            "{}",
+            &kept[..200]
+        );
+        assert!(!older.exists());
+    }
+
+    #[test]
     fn one_huge_line_is_cut_on_char_boundaries() {
         let text = "é".repeat(50_000);
-        let shaped = shape(&text, 1000, None);
+        let shaped = shape(&text, 1000, None, DEFAULT_SPILL_QUOTA);
         assert!(shaped.contains("the full text is not kept"));
         assert!(shaped.len() < 1500);
     }

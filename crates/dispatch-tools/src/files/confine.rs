@@ -26,7 +26,15 @@ pub const DENIED_IN_WORKDIR: &[&str] = &[".tooldispatch"];
 #[derive(Clone, Debug)]
 pub struct Confinement {
     root: PathBuf,
+    /// As named; each is also refused by what it resolves to at the time of a check.
     denied: Vec<PathBuf>,
+}
+
+/// A denied place: its name, and what it resolves to now (the same when it is no link).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeniedPlace {
+    pub named: PathBuf,
+    pub resolved: PathBuf,
 }
 
 impl Confinement {
@@ -34,11 +42,29 @@ impl Confinement {
     pub fn new(root: &Path, extra_denied: &[PathBuf]) -> io::Result<Confinement> {
         let root = root.canonicalize()?;
         let mut denied: Vec<PathBuf> = DENIED_IN_WORKDIR.iter().map(|d| root.join(d)).collect();
-        for path in extra_denied {
-            // A denied place that does not exist yet is still denied under its own name.
-            denied.push(path.canonicalize().unwrap_or_else(|_| path.clone()));
-        }
+        denied.extend(extra_denied.iter().cloned());
         Ok(Confinement { root, denied })
+    }
+
+    /// The denied places, each resolved now. A denied name is a place, not a string: when
+    /// `.tooldispatch` is a link to `cfgdir`, `cfgdir` is denied too, and a link planted or
+    /// changed after this confinement was made is still followed, because it is resolved at
+    /// every check. A place that does not exist (yet) is denied under its own name.
+    pub fn denied_places(&self) -> Vec<DeniedPlace> {
+        self.denied
+            .iter()
+            .map(|named| DeniedPlace {
+                named: named.clone(),
+                resolved: resolve_existing_prefix(named).unwrap_or_else(|_| named.clone()),
+            })
+            .collect()
+    }
+
+    /// The denied place `resolved` (a resolved path) lies in, if any.
+    pub fn denied_place_of(&self, resolved: &Path) -> Option<DeniedPlace> {
+        self.denied_places()
+            .into_iter()
+            .find(|d| resolved.starts_with(&d.named) || resolved.starts_with(&d.resolved))
     }
 
     /// The confinement of a call: its work directory; its data directory (store, trash, spilled
@@ -99,12 +125,20 @@ impl Confinement {
                 self.root.display()
             )));
         }
-        if let Some(denied) = self.denied.iter().find(|d| resolved.starts_with(d)) {
+        if let Some(denied) = self.denied_place_of(&resolved) {
+            let place = if denied.resolved == denied.named {
+                denied.named.display().to_string()
+            } else {
+                format!(
+                    "{} (where {} leads)",
+                    denied.resolved.display(),
+                    denied.named.display()
+                )
+            };
             return Err(refuse(format!(
-                "{} is on the denied list (rule: tooldispatch's own files — rules, store, trash, \
-                 spilled results — are never read or changed by tools). Leave it alone; the \
-                 user edits those files",
-                denied.display()
+                "{place} is on the denied list (rule: tooldispatch's own files — rules, store, \
+                 trash, spilled results — are never read or changed by tools, wherever a link \
+                 puts them). Leave it alone; the user edits those files"
             )));
         }
         if is_sensitive_path(&resolved.to_string_lossy()) && !is_sensitive_path(raw) {
@@ -310,6 +344,56 @@ mod tests {
                 .to_string()
                 .contains("limit")
         );
+    }
+
+    /// Issue 13's class: however `.tooldispatch` reaches its directory — itself, a link, a
+    /// link to a nested directory, a chain of links, a link made after the confinement — every
+    /// path into that directory is refused, and the rest of the work directory is not.
+    #[test]
+    fn the_rules_directory_is_denied_wherever_it_resolves() {
+        use std::os::unix::fs::symlink;
+        for layout in ["real", "link", "nested", "chain", "late"] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            let early = Confinement::new(&root, &[]).unwrap();
+            let target = match layout {
+                "real" => ".tooldispatch",
+                "link" | "late" => "cfgdir",
+                "nested" => "a/b",
+                _ => "cfg",
+            };
+            std::fs::create_dir_all(root.join(target)).unwrap();
+            std::fs::write(root.join(target).join("rules"), "ask *").unwrap();
+            match layout {
+                "link" | "late" | "nested" => symlink(target, root.join(".tooldispatch")).unwrap(),
+                "chain" => {
+                    symlink(target, root.join("hop")).unwrap();
+                    symlink("hop", root.join(".tooldispatch")).unwrap();
+                }
+                _ => {}
+            }
+            let c = if layout == "late" {
+                early
+            } else {
+                Confinement::new(&root, &[]).unwrap()
+            };
+            for raw in [
+                ".tooldispatch/rules".to_string(),
+                format!("{target}/rules"),
+                format!("{target}/new-rules"),
+                target.to_string(),
+                format!("missing/../{target}/rules"),
+                root.join(target)
+                    .join("rules")
+                    .to_string_lossy()
+                    .into_owned(),
+            ] {
+                let err = c.resolve(&raw).unwrap_err().to_string();
+                assert!(err.contains("denied list"), "{layout} {raw}: {err}");
+            }
+            assert!(c.resolve("notes.txt").is_ok(), "{layout}");
+            assert!(c.resolve("cfgdir-sibling/x").is_ok(), "{layout}");
+        }
     }
 
     #[test]

@@ -18,10 +18,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::beneath::Target;
 use super::confine::Confinement;
 use super::write::{
     Existing, MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error, line_delta,
-    read_existing, write_atomic,
 };
 use crate::{parse_args, schema_of};
 
@@ -148,15 +148,15 @@ impl Tool for EditFile {
         let shown = confine.display(&path).into_owned();
 
         // Reading, patching and counting lines are CPU and disk work: off the async workers.
-        let (file, shown_owned) = (path.clone(), shown.clone());
-        let change = blocking(move || prepare(&file, &shown_owned, plan)).await?;
+        let (file, shown_owned, confined) = (path.clone(), shown.clone(), confine.clone());
+        let change = blocking(move || prepare(&confined, &file, &shown_owned, plan)).await?;
         let Some(change) = change else {
             return Ok(ToolOutput::text(format!(
                 "{shown} already has this content; nothing was written"
             ))
             .with_paths(vec![path]));
         };
-        commit(&recorder, &path, &shown, change).await
+        commit(&recorder, &confine, &path, &shown, change).await
     }
 }
 
@@ -171,12 +171,20 @@ struct Change {
 }
 
 /// Read the file and compute its new content; `None` when nothing would change.
-fn prepare(path: &Path, shown: &str, plan: Plan) -> Result<Option<Change>, ToolError> {
+fn prepare(
+    confine: &Confinement,
+    path: &Path,
+    shown: &str,
+    plan: Plan,
+) -> Result<Option<Change>, ToolError> {
     let cap = match plan {
         Plan::Write(_) => MAX_SNAPSHOT_FILE_BYTES,
         Plan::Patch(_) => MAX_PATCH_FILE_BYTES as u64,
     };
-    let existing = read_existing(path, shown, cap)?;
+    let existing = match Target::open_existing(confine, path, shown)? {
+        Some(target) => target.read_existing(shown, cap)?,
+        None => None,
+    };
     let (new_bytes, head) = match plan {
         Plan::Write(content) => {
             let crlf = existing.as_ref().is_some_and(|e| uses_crlf(&e.bytes));
@@ -295,6 +303,7 @@ fn plan(
 /// Record the old state, write the new bytes, and describe what changed.
 async fn commit(
     recorder: &Recorder,
+    confine: &Confinement,
     path: &Path,
     shown: &str,
     change: Change,
@@ -310,18 +319,13 @@ async fn commit(
         Some(e) => (Some(e.meta), Some(e.bytes)),
         None => (None, None),
     };
-    if old.is_none()
-        && let Some(parent) = path.parent()
-    {
-        // Directories are not versioned: create them before the version that says the file
-        // did not exist, so a failure here leaves no version behind.
-        let (parent, shown_owned) = (parent.to_path_buf(), shown.to_string());
-        blocking(move || {
-            std::fs::create_dir_all(&parent)
-                .map_err(|e| io_error("create the directories for", &shown_owned, &e))
-        })
-        .await?;
-    }
+    // The directory is opened (and, for a new file, made: directories are not versioned)
+    // before the version is recorded, so a failure here leaves no version behind; the write
+    // then goes through this handle, whatever happens to the path meanwhile.
+    let (file, shown_owned, confined) = (path.to_path_buf(), shown.to_string(), confine.clone());
+    let create_dirs = old.is_none();
+    let target =
+        blocking(move || Target::open(&confined, &file, &shown_owned, create_dirs)).await?;
     let old_len = old.as_ref().map(|b| b.len() as u64);
     let action = if old.is_some() {
         FileAction::Modify
@@ -330,9 +334,9 @@ async fn commit(
     };
     let version = recorder.record(path, shown, action, old, None).await?;
     let new_len = new_bytes.len() as u64;
-    let (file, shown_owned) = (path.to_path_buf(), shown.to_string());
+    let shown_owned = shown.to_string();
     blocking(move || {
-        write_atomic(&file, &new_bytes, meta.as_ref()).map_err(|e| {
+        target.write_atomic(&new_bytes, meta.as_ref()).map_err(|e| {
             ToolError::failed(format!(
                 "{} (nothing was changed; version {version} was recorded anyway and restoring it \
                  is harmless)",

@@ -33,7 +33,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::confine::{Confinement, DENIED_IN_WORKDIR};
+use super::confine::Confinement;
 use super::read::{human_size, thousands};
 use crate::{parse_args, schema_of};
 
@@ -147,13 +147,13 @@ impl Tool for FindFiles {
             )));
         }
         let confinement = Confinement::for_call(&cx)?;
-        let mut denied: Vec<PathBuf> = DENIED_IN_WORKDIR
-            .iter()
-            .map(|d| confinement.root().join(d))
+        // Each denied place by its name and by where it leads now (`.tooldispatch -> cfgdir`
+        // keeps `cfgdir` out of listings and searches too).
+        let denied: Vec<PathBuf> = confinement
+            .denied_places()
+            .into_iter()
+            .flat_map(|d| [d.named, d.resolved])
             .collect();
-        if let Some(data) = &cx.data_dir {
-            denied.push(data.canonicalize().unwrap_or_else(|_| data.to_path_buf()));
-        }
         let cancel = cx.cancel.clone();
         let answers = tokio::task::spawn_blocking(move || {
             let cancelled = move || cancel.is_cancelled();

@@ -233,3 +233,236 @@ async fn hostile_arguments_fail_clearly_and_touch_nothing() {
         );
     }
 }
+
+/// Swaps `d` (a directory) and `l` (a link out of the work directory) with
+/// `renameat2(RENAME_EXCHANGE)` on its own thread until stopped.
+struct Swapper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Swapper {
+    fn start(root: &Path) -> Swapper {
+        use rustix::fs::{Mode, OFlags, RenameFlags};
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (root, stopped) = (root.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let dir =
+                rustix::fs::open(&root, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+            let mut swaps = 0u64;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                rustix::fs::renameat_with(&dir, "d", &dir, "l", RenameFlags::EXCHANGE).unwrap();
+                swaps += 1;
+                // Pauses of varying length, so some calls pass the check and meet the swap
+                // on their way to the write rather than at the check.
+                std::thread::sleep(std::time::Duration::from_micros(swaps % 300));
+            }
+            swaps
+        });
+        Swapper { stop, thread }
+    }
+
+    /// Stop swapping; how many swaps there were.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// Issue 13: a directory swapped for a symlink (`renameat2(RENAME_EXCHANGE)`) between the
+/// confinement check and the write sent edit_file's write through the link. A thread swaps
+/// `d` (a directory) and `l` (a link to a directory outside) while edit_file writes `d/f.txt`
+/// again and again: every call either writes inside or refuses, and the outside directory
+/// never gets a byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_edit_never_lets_a_byte_outside() {
+    let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", "edit_file").await;
+    let root = h.root();
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    std::os::unix::fs::symlink(&out, root.join("l")).unwrap();
+
+    let swapper = Swapper::start(&root);
+    let (mut written, mut outside_at_check, mut caught_at_write) = (0, 0, 0);
+    for i in 0..300 {
+        let args = json!({"path": "d/f.txt", "content": format!("write {i}\n")});
+        let round = h
+            .round(
+                "s",
+                &format!("race-{i}"),
+                vec![run_tool("c", "edit_file", args)],
+            )
+            .await;
+        let r = &round.results[0];
+        if r.status == Status::Ok {
+            written += 1;
+        } else if r.content.contains("outside the work directory") {
+            outside_at_check += 1;
+        } else {
+            // Past the check, then met the swap: refused at the open beneath the work dir.
+            assert!(
+                r.content.contains("swapped"),
+                "write {i}: an unexpected failure: {}",
+                r.content
+            );
+            caught_at_write += 1;
+        }
+        if i % 50 == 0 {
+            let landed: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+            assert!(landed.is_empty(), "write {i} reached outside: {landed:?}");
+        }
+    }
+    let swaps = swapper.stop();
+    let landed: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+    assert!(landed.is_empty(), "bytes reached outside: {landed:?}");
+    assert!(swaps > 0);
+    eprintln!(
+        "{written} written inside, {outside_at_check} refused at the check, {caught_at_write} \
+         refused at the write, {swaps} swaps"
+    );
+    // The directory (under whichever name it has now) holds the last successful write.
+    let inside = ["d/f.txt", "l/f.txt"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| std::fs::symlink_metadata(p.parent().unwrap()).is_ok_and(|m| m.is_dir()))
+        .unwrap();
+    if written > 0 {
+        assert!(
+            std::fs::read_to_string(inside)
+                .unwrap()
+                .starts_with("write ")
+        );
+    }
+}
+
+/// Issue 13, the same race for removal: remove_file of `d/f.txt` while `d` is swapped for a
+/// link to a directory holding its own `f.txt`. The file outside is never moved to the trash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_mid_remove_never_removes_a_file_outside() {
+    use rustix::fs::{Mode, OFlags};
+    let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", "remove_file").await;
+    let root = h.root();
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path().canonicalize().unwrap();
+    std::fs::write(out.join("f.txt"), "outside\n").unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    std::os::unix::fs::symlink(&out, root.join("l")).unwrap();
+    // The real directory, whatever its name: each round puts a fresh f.txt in it.
+    let real = rustix::fs::open(
+        root.join("d"),
+        OFlags::RDONLY | OFlags::DIRECTORY,
+        Mode::empty(),
+    )
+    .unwrap();
+
+    let swapper = Swapper::start(&root);
+    let mut removed = 0;
+    for i in 0..200 {
+        let fd = rustix::fs::openat(
+            &real,
+            "f.txt",
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        std::io::Write::write_all(&mut std::fs::File::from(fd), b"inside\n").unwrap();
+        let round = h
+            .round(
+                "s",
+                &format!("race-{i}"),
+                vec![run_tool("c", "remove_file", json!({"path": "d/f.txt"}))],
+            )
+            .await;
+        let r = &round.results[0];
+        if r.status == Status::Ok {
+            removed += 1;
+        } else {
+            assert!(
+                r.content.contains("outside the work directory") || r.content.contains("swapped"),
+                "remove {i}: an unexpected failure: {}",
+                r.content
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(out.join("f.txt")).unwrap(),
+            "outside\n",
+            "remove {i} reached outside"
+        );
+    }
+    let swaps = swapper.stop();
+    eprintln!("{removed} removed inside, {swaps} swaps");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+}
+
+/// Issue 13: with `.tooldispatch -> cfgdir`, `edit_file cfgdir/rules` granted permissions,
+/// because `.tooldispatch` was denied by name only. Every file tool now refuses the rules
+/// directory by where it resolves: writes, creations, removals, reads and searches.
+#[tokio::test]
+async fn a_tooldispatch_link_does_not_open_its_target_to_file_tools() {
+    let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", "edit_file,remove_file,read_files,find_files")
+        .await;
+    let root = h.root();
+    std::fs::create_dir_all(root.join("cfgdir")).unwrap();
+    std::fs::write(root.join("cfgdir/rules"), "ask edit_file\n").unwrap();
+    std::os::unix::fs::symlink("cfgdir", root.join(".tooldispatch")).unwrap();
+    std::os::unix::fs::symlink("cfgdir", root.join("alias")).unwrap();
+
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Value)> = vec![
+        ("edit_file", json!({"path": "cfgdir/rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": "cfgdir/rules", "targets": [{"old_string": "ask", "new_string": "allow"}]})),
+        ("edit_file", json!({"path": "cfgdir/more-rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": ".tooldispatch/rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": "alias/rules", "content": "allow *\n"})),
+        ("edit_file", json!({"path": "x/../cfgdir/rules", "content": "allow *\n"})),
+        ("remove_file", json!({"path": "cfgdir/rules"})),
+        ("read_files", json!({"files": [{"path": "cfgdir/rules"}]})),
+        ("find_files", json!({"queries": [{"dir": "cfgdir"}]})),
+    ];
+    let before = snapshot(&root);
+    for (i, (tool, args)) in cases.into_iter().enumerate() {
+        let round = h
+            .round(
+                "s",
+                &format!("cfg-{i}"),
+                vec![run_tool("c", tool, args.clone())],
+            )
+            .await;
+        let r = &round.results[0];
+        assert!(r.status.is_error(), "case {i} {tool} {args}: {}", r.content);
+        assert!(
+            r.content.contains("denied list") && r.content.contains("cfgdir"),
+            "case {i} {tool} {args}: {}",
+            r.content
+        );
+        assert!(
+            snapshot(&root) == before,
+            "case {i} {tool} {args} changed files"
+        );
+    }
+    // A search of the whole work directory does not look inside either.
+    let round = h
+        .round(
+            "s",
+            "cfg-search",
+            vec![run_tool(
+                "c",
+                "find_files",
+                json!({"mode": "search", "queries": [{"pattern": "edit_file"}]}),
+            )],
+        )
+        .await;
+    assert!(
+        !round.results[0].content.contains("cfgdir"),
+        "{}",
+        round.results[0].content
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("cfgdir/rules")).unwrap(),
+        "ask edit_file\n"
+    );
+}

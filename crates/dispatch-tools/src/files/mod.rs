@@ -1,6 +1,7 @@
 //! File tools: read_files, find_files, edit_file, remove_file, restore_file, file_history.
 //! Every path they take goes through [`confine::Confinement`].
 
+pub mod beneath;
 pub mod confine;
 pub mod edit_file;
 pub mod file_history;

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::beneath::Target;
 use super::confine::Confinement;
 use super::write::{Recorder, blocking, check_regular, human_bytes, io_error};
 use crate::{parse_args, schema_of};
@@ -78,8 +79,8 @@ impl Tool for RemoveFile {
         let shown = confine.display(&path).into_owned();
         refuse_named_symlink(&confine, &args.path)?;
 
-        let (file, shown_owned) = (path.clone(), shown.clone());
-        blocking(move || {
+        let (file, shown_owned, confined) = (path.clone(), shown.clone(), confine.clone());
+        let target = blocking(move || {
             let meta = std::fs::symlink_metadata(&file).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     ToolError::failed(format!(
@@ -96,12 +97,14 @@ impl Tool for RemoveFile {
                      so each can be restored — remove the files in it one by one"
                 )));
             }
-            check_regular(&meta, &shown_owned)
+            check_regular(&meta, &shown_owned)?;
+            // The move goes through the directory held open here, never through a link.
+            Target::open(&confined, &file, &shown_owned, false)
         })
         .await?;
 
         let (version, size) = recorder
-            .remove_to_trash(&path, &shown, FileAction::Delete)
+            .remove_to_trash(&target, &shown, FileAction::Delete)
             .await?;
         Ok(ToolOutput::text(format!(
             "removed {shown} ({}) to the trash. Version {version} records it; undo with \

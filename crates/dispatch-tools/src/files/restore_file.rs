@@ -18,10 +18,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::beneath::Target;
 use super::confine::Confinement;
 use super::write::{
-    MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error, read_existing,
-    version_bytes, write_atomic,
+    MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error, version_bytes,
 };
 use crate::{parse_args, schema_of};
 
@@ -138,7 +138,7 @@ impl Tool for RestoreFile {
                 ));
                 continue;
             }
-            match restore_one(&recorder, job).await {
+            match restore_one(&recorder, &confine, job).await {
                 Ok((line, did_change)) => {
                     changed += usize::from(did_change);
                     lines.push(format!("- {}: {line}", job.shown));
@@ -384,13 +384,21 @@ fn precheck(job: &Job, data_dir: Option<&Path>) -> Result<(), ToolError> {
 }
 
 /// Restore one file; the line for the report and whether the file changed.
-async fn restore_one(recorder: &Recorder, job: &Job) -> Result<(String, bool), ToolError> {
+async fn restore_one(
+    recorder: &Recorder,
+    confine: &Confinement,
+    job: &Job,
+) -> Result<(String, bool), ToolError> {
     let v = &job.version;
     let version = v.id;
     let data_dir = recorder.data_dir().map(Path::to_path_buf);
     let (file, shown, wanted) = (job.path.clone(), job.shown.clone(), v.clone());
+    let confined = confine.clone();
     let (current, target, trash_meta) = blocking(move || {
-        let current = read_existing(&file, &shown, MAX_SNAPSHOT_FILE_BYTES)?;
+        let current = match Target::open_existing(&confined, &file, &shown)? {
+            Some(dir) => dir.read_existing(&shown, MAX_SNAPSHOT_FILE_BYTES)?,
+            None => None,
+        };
         let target = version_bytes(&wanted, data_dir.as_deref()).map_err(ToolError::failed)?;
         // Permissions come from our own trash copy only (write.rs keeps at most 0o7777).
         let trash_meta = wanted
@@ -414,8 +422,10 @@ async fn restore_one(recorder: &Recorder, job: &Job) -> Result<(String, bool), T
                 false,
             ));
         }
+        let (file, shown, confined) = (job.path.clone(), job.shown.clone(), confine.clone());
+        let dir = blocking(move || Target::open(&confined, &file, &shown, false)).await?;
         let (undo, size) = recorder
-            .remove_to_trash(&job.path, &job.shown, FileAction::Restore)
+            .remove_to_trash(&dir, &job.shown, FileAction::Restore)
             .await?;
         return Ok((
             format!(
@@ -435,21 +445,17 @@ async fn restore_one(recorder: &Recorder, job: &Job) -> Result<(String, bool), T
         None => (trash_meta, None),
     };
     let existed = before.is_some();
-    if !existed && let Some(parent) = job.path.parent() {
-        let (parent, shown) = (parent.to_path_buf(), job.shown.clone());
-        blocking(move || {
-            std::fs::create_dir_all(&parent)
-                .map_err(|e| io_error("create the directories for", &shown, &e))
-        })
-        .await?;
-    }
+    // Opened (and its directories made) before the version is recorded; written through.
+    let (file, shown, confined) = (job.path.clone(), job.shown.clone(), confine.clone());
+    let dir = blocking(move || Target::open(&confined, &file, &shown, !existed)).await?;
     let undo = recorder
         .record(&job.path, &job.shown, FileAction::Restore, before, None)
         .await?;
     let size = target.len() as u64;
-    let (file, shown) = (job.path.clone(), job.shown.clone());
+    let shown = job.shown.clone();
     blocking(move || {
-        write_atomic(&file, &target, keep.as_ref()).map_err(|e| io_error("write", &shown, &e))
+        dir.write_atomic(&target, keep.as_ref())
+            .map_err(|e| io_error("write", &shown, &e))
     })
     .await?;
     let how = if existed { "back to" } else { "recreated as" };

@@ -5,12 +5,14 @@
 //! change still has its way back), a new content replaces the old one by a rename from a
 //! temporary file in the same directory (so a reader sees the old file or the new one, never a
 //! mix, and a crash leaves the old file), and a removed file is moved into the trash under the
-//! data directory rather than unlinked. Without a file history there is no undo, so nothing is
+//! data directory rather than unlinked. The file itself is reached through a
+//! [`Target`](super::beneath::Target): its directory held open beneath the work directory, so
+//! a directory swapped for a symlink after the path was checked cannot redirect the change. Without a file history there is no undo, so nothing is
 //! changed at all.
 
 use std::fs::{self, File, Metadata, OpenOptions, Permissions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dispatch_engine::{ToolContext, ToolError};
 use dispatch_store::file_history::SNAPSHOT_CAP;
 use dispatch_store::{FileAction, FileHistory, FileVersion, NewFileVersion};
+
+use super::beneath::{Target, write_atomic_at};
 
 /// Largest file a tool reads whole to snapshot it before a change (remove, restore, write).
 pub const MAX_SNAPSHOT_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -76,6 +80,18 @@ pub fn read_existing(path: &Path, shown: &str, cap: u64) -> Result<Option<Existi
         Err(e) => return Err(io_error("inspect", shown, &e)),
     };
     check_regular(&meta, shown)?;
+    let file = File::open(path).map_err(|e| io_error("open", shown, &e))?;
+    read_capped(file, meta, shown, cap).map(Some)
+}
+
+/// Read `file` (a regular file, `meta` its metadata) whole, refusing more than `cap` bytes.
+pub fn read_capped(
+    file: File,
+    meta: Metadata,
+    shown: &str,
+    cap: u64,
+) -> Result<Existing, ToolError> {
+    check_regular(&meta, shown)?;
     if meta.len() > cap {
         return Err(ToolError::failed(format!(
             "{shown} is {} bytes, over the {} limit for files this tool changes; change it with \
@@ -84,7 +100,6 @@ pub fn read_existing(path: &Path, shown: &str, cap: u64) -> Result<Option<Existi
             human_bytes(cap)
         )));
     }
-    let file = File::open(path).map_err(|e| io_error("open", shown, &e))?;
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     // The size can change between stat and read: never read past the cap.
     file.take(cap + 1)
@@ -96,7 +111,7 @@ pub fn read_existing(path: &Path, shown: &str, cap: u64) -> Result<Option<Existi
             human_bytes(cap)
         )));
     }
-    Ok(Some(Existing { bytes, meta }))
+    Ok(Existing { bytes, meta })
 }
 
 /// Refuse anything but a regular file, naming what it is.
@@ -105,21 +120,26 @@ pub fn check_regular(meta: &Metadata, shown: &str) -> Result<(), ToolError> {
     if kind.is_file() {
         return Ok(());
     }
-    let what = if kind.is_dir() {
+    Err(refuse_kind(kind.is_dir(), kind.is_symlink(), shown))
+}
+
+/// The refusal of something that is not a regular file: a directory, a symlink, or else.
+pub fn refuse_kind(is_dir: bool, is_symlink: bool, shown: &str) -> ToolError {
+    let what = if is_dir {
         "a directory"
-    } else if kind.is_symlink() {
+    } else if is_symlink {
         "a symlink"
     } else {
         "not a regular file (a device, FIFO or socket)"
     };
-    Err(ToolError::failed(format!(
+    ToolError::failed(format!(
         "{shown} is {what}; file tools change regular files only"
-    )))
+    ))
 }
 
-/// Replace (or create) `path` with `bytes` atomically: a temporary file in the same directory
-/// is written, flushed to disk and renamed over the path. An existing file's permission bits
-/// (and, where allowed, its owner) are kept; a new file gets the usual `0666 & !umask`.
+/// Replace (or create) `path` with `bytes` atomically, as [`write_atomic_at`] does. For paths
+/// the dispatcher owns (the data directory); a file in the work directory is changed through a
+/// [`Target`] instead.
 pub fn write_atomic(path: &Path, bytes: &[u8], keep: Option<&Metadata>) -> io::Result<()> {
     let dir = path
         .parent()
@@ -127,44 +147,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8], keep: Option<&Metadata>) -> io::R
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"))?;
-    let temp = dir.join(format!(
-        ".{}.{}.tooldispatch.tmp",
-        truncate_name(&name.to_string_lossy(), 100),
-        unique_token()
-    ));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        if let Some(meta) = keep {
-            // The umask applied at creation; the old file's bits are what the user chose.
-            file.set_permissions(Permissions::from_mode(meta.mode() & 0o777))?;
-            let mine = file.metadata()?;
-            if mine.uid() != meta.uid() || mine.gid() != meta.gid() {
-                // Only root may give a file away; otherwise the new owner is us.
-                let _ = std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()));
-            }
-        }
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&temp, path)?;
-        // Make the rename itself durable; a directory that cannot be synced is not an error.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
+    write_atomic_at(File::open(dir)?, name, bytes, keep)
 }
 
 /// A name no other call of this process (or another process) will pick: time, pid, counter.
-fn unique_token() -> String {
+pub(super) fn unique_token() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{}-{}-{n}", now_ms(), std::process::id())
@@ -178,7 +165,7 @@ fn now_ms() -> u128 {
 }
 
 /// At most `max` bytes of `name`, cut on a character boundary.
-fn truncate_name(name: &str, max: usize) -> &str {
+pub(super) fn truncate_name(name: &str, max: usize) -> &str {
     if name.len() <= max {
         return name;
     }
@@ -282,19 +269,6 @@ pub fn trash_slot(data_dir: &Path, original: &Path) -> io::Result<PathBuf> {
     ))
 }
 
-/// Move `from` to `to` (a trash slot); across file systems, copy, flush, then remove.
-pub fn move_file(from: &Path, to: &Path) -> io::Result<()> {
-    match fs::rename(from, to) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
-            fs::copy(from, to)?;
-            File::open(to)?.sync_all()?;
-            fs::remove_file(from)
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// Records versions into the file history for one call; exists only when there is a history.
 pub struct Recorder {
     history: Arc<dyn FileHistory>,
@@ -394,21 +368,22 @@ impl Recorder {
             })
     }
 
-    /// Move the regular file at `path` into the trash, recording a version of `action` (with
+    /// Move the regular file `target` into the trash, recording a version of `action` (with
     /// the content and the trash path) first. Returns the version id and the bytes removed.
     pub async fn remove_to_trash(
         &self,
-        path: &Path,
+        target: &Target,
         shown: &str,
         action: FileAction,
     ) -> Result<(u64, u64), ToolError> {
         let data_dir = self
             .require_data_dir(&format!("remove {shown}"))?
             .to_path_buf();
-        let (file, original, shown_owned) =
-            (path.to_path_buf(), path.to_path_buf(), shown.to_string());
+        let path = target.path().to_path_buf();
+        let (file, original, shown_owned) = (target.clone(), path.clone(), shown.to_string());
         let (existing, slot) = blocking(move || {
-            let existing = read_existing(&file, &shown_owned, MAX_SNAPSHOT_FILE_BYTES)?
+            let existing = file
+                .read_existing(&shown_owned, MAX_SNAPSHOT_FILE_BYTES)?
                 .ok_or_else(|| {
                     ToolError::failed(format!("{shown_owned} does not exist; nothing to remove"))
                 })?;
@@ -420,16 +395,16 @@ impl Recorder {
         let size = existing.bytes.len() as u64;
         let id = self
             .record(
-                path,
+                &path,
                 shown,
                 action,
                 Some(existing.bytes),
                 Some(slot.clone()),
             )
             .await?;
-        let (from, shown_owned) = (path.to_path_buf(), shown.to_string());
+        let (from, shown_owned) = (target.clone(), shown.to_string());
         blocking(move || {
-            move_file(&from, &slot).map_err(|e| {
+            from.move_out(&slot).map_err(|e| {
                 ToolError::failed(format!(
                     "{} (version {id} was recorded but the file is still in place)",
                     io_error("move to the trash", &shown_owned, &e)
@@ -513,6 +488,7 @@ pub fn line_delta(old: &[u8], new: &[u8]) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn atomic_write_keeps_mode_and_leaves_no_temp() {

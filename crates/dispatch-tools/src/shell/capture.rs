@@ -4,14 +4,18 @@
 //! a tail and the error-looking lines). So the tool keeps only the first [`HEAD_CAP`] and the
 //! last [`TAIL_CAP`] bytes in memory, remembers the error-looking lines of the part in between
 //! as it passes, and writes the whole stream to a spill file (0600, under the data directory)
-//! once it outgrows memory, so nothing is lost and the model can page through it.
+//! once it outgrows memory, so nothing is lost and the model can page through it. Spill files
+//! count against the session's spill quota ([`dispatch_engine::spill`]): older ones are removed
+//! to make room, and a stream larger than the quota keeps only its head and tail in the file.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use dispatch_engine::Progress;
+use dispatch_engine::spill::{self, DEFAULT_SPILL_QUOTA};
 
 use super::process::private_dir;
 
@@ -19,8 +23,8 @@ use super::process::private_dir;
 pub const HEAD_CAP: usize = 1024 * 1024;
 /// Bytes kept from the end of a stream.
 pub const TAIL_CAP: usize = 1024 * 1024;
-/// Largest spill file per stream; a command printing more is still read, but not saved.
-pub const SPILL_CAP: u64 = 1024 * 1024 * 1024;
+/// Most bytes of room asked of the spill quota at a time (a directory scan each).
+const RESERVE_STEP: u64 = 8 * 1024 * 1024;
 /// Error-looking lines kept from the omitted middle, and the bytes kept of each.
 const MAX_ERROR_LINES: usize = 50;
 const MAX_LINE_BYTES: usize = 300;
@@ -42,6 +46,12 @@ pub struct Capture {
     errors: Vec<(u64, String)>,
     errors_dropped: u64,
     spill: Spill,
+    /// The session's spill quota, in bytes.
+    quota: u64,
+    /// Whether older spill files were removed to make room for this one.
+    older_removed: bool,
+    /// Whether the tail of a cut spill has been written (once, by `render`).
+    tail_written: AtomicBool,
 }
 
 enum Spill {
@@ -51,14 +61,23 @@ enum Spill {
         file: File,
         path: PathBuf,
         written: u64,
-        capped: bool,
+        /// Bytes of the quota this file may fill without asking again.
+        reserved: u64,
+        /// Over the quota: the file holds the first `written` bytes; `render` adds the tail.
+        cut: bool,
     },
     Failed(String),
 }
 
 impl Capture {
-    /// A capture of stream `name` that spills to `spill_to` when it outgrows memory.
+    /// A capture of stream `name` that spills to `spill_to` when it outgrows memory, within
+    /// the default spill quota.
     pub fn new(name: &'static str, spill_to: Option<PathBuf>) -> Capture {
+        Capture::with_quota(name, spill_to, DEFAULT_SPILL_QUOTA)
+    }
+
+    /// A capture whose spill counts against a session spill quota of `quota` bytes.
+    pub fn with_quota(name: &'static str, spill_to: Option<PathBuf>, quota: u64) -> Capture {
         Capture {
             name,
             head: Vec::new(),
@@ -73,6 +92,9 @@ impl Capture {
             errors: Vec::new(),
             errors_dropped: 0,
             spill: Spill::Unused(spill_to),
+            quota,
+            older_removed: false,
+            tail_written: AtomicBool::new(false),
         }
     }
 
@@ -168,36 +190,108 @@ impl Capture {
                 file,
                 path,
                 written: 0,
-                capped: false,
+                reserved: 0,
+                cut: false,
             },
             Err(e) => Spill::Failed(format!("{}: {e}", path.display())),
         };
     }
 
     fn write_spill(&mut self, bytes: &[u8]) {
+        let quota = self.quota;
         let Spill::Open {
             file,
-            written,
-            capped,
             path,
+            written,
+            reserved,
+            cut,
         } = &mut self.spill
         else {
             return;
         };
-        if *capped || bytes.is_empty() {
+        if *cut || bytes.is_empty() {
             return;
         }
-        let room = SPILL_CAP.saturating_sub(*written);
-        let take = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let mut bytes = bytes;
+        let wanted = *written + bytes.len() as u64;
+        if wanted > *reserved {
+            let ask = if wanted > quota {
+                // Larger than the whole quota: keep the head written so far (cut back to its
+                // share) and leave room for the note and the tail `render` adds.
+                let (head, tail) = spill::cut_sizes(quota, TAIL_CAP as u64);
+                *cut = true;
+                if *written > head {
+                    let cut_back = file
+                        .set_len(head)
+                        .and_then(|()| file.seek(SeekFrom::End(0)).map(drop));
+                    if let Err(e) = cut_back {
+                        self.spill = Spill::Failed(format!("{}: {e}", path.display()));
+                        return;
+                    }
+                    *written = head;
+                }
+                bytes = &bytes[..usize::try_from(head - *written)
+                    .unwrap_or(0)
+                    .min(bytes.len())];
+                head + spill::NOTE_ROOM + tail
+            } else {
+                // Ahead by a step, so the directory is not scanned per chunk; a small step of
+                // a small quota, so asking ahead does not evict what the output never needs.
+                let step = RESERVE_STEP.min(quota / 16);
+                wanted.max(*written + step).min(quota)
+            };
+            match spill::make_room(path, ask, quota) {
+                Ok(room) => {
+                    self.older_removed |= room.evicted_files > 0;
+                    *reserved = ask;
+                }
+                Err(e) => {
+                    self.spill = Spill::Failed(format!(
+                        "{}: making room under the spill quota: {e}",
+                        path.display()
+                    ));
+                    return;
+                }
+            }
+        }
         // A small write to the page cache; not worth a trip to the blocking pool per chunk.
-        if let Err(e) = file.write_all(&bytes[..take]) {
+        if let Err(e) = file.write_all(bytes) {
             self.spill = Spill::Failed(format!("{}: {e}", path.display()));
             return;
         }
-        *written += take as u64;
-        if take < bytes.len() {
-            *capped = true;
+        *written += bytes.len() as u64;
+    }
+
+    /// Finish a cut spill file: the note and the tail after the head (once; `render` calls it).
+    fn write_cut_tail(&self) -> Option<String> {
+        let Spill::Open {
+            file,
+            path,
+            written,
+            cut: true,
+            ..
+        } = &self.spill
+        else {
+            return None;
+        };
+        if self.tail_written.swap(true, Ordering::SeqCst) {
+            return None;
         }
+        let (_, tail_max) = spill::cut_sizes(self.quota, TAIL_CAP as u64);
+        let tail_len = (self.tail.len() as u64).min(tail_max) as usize;
+        let tail: Vec<u8> = self
+            .tail
+            .iter()
+            .skip(self.tail.len() - tail_len)
+            .copied()
+            .collect();
+        let omitted = self.total.saturating_sub(written + tail_len as u64);
+        let note = spill::cut_note(omitted, self.total, self.quota);
+        let mut out = file;
+        out.write_all(note.as_bytes())
+            .and_then(|()| out.write_all(&tail))
+            .err()
+            .map(|e| format!("{}: {e}", path.display()))
     }
 
     /// Drop the first `n` bytes of the tail from memory, judging the lines they hold.
@@ -251,24 +345,28 @@ impl Capture {
         } else {
             String::new()
         };
+        let tail_failed = self.write_cut_tail();
         let where_full = match &self.spill {
             Spill::Open {
-                path,
-                capped: false,
-                ..
+                path, cut: false, ..
             } => format!(
                 "the full {} is in {} (read it with read_files offset/limit)",
                 self.name,
                 path.display()
             ),
-            Spill::Open {
-                path, capped: true, ..
-            } => format!(
-                "the first {} MiB of {} are in {} (the copy stops there)",
-                SPILL_CAP >> 20,
-                self.name,
-                path.display()
-            ),
+            Spill::Open { path, written, .. } => {
+                let tail = match tail_failed {
+                    Some(e) => format!("its tail could not be added ({e})"),
+                    None => "then its tail".to_string(),
+                };
+                format!(
+                    "{} is over the session's {} spill quota, so {} keeps its first {written} \
+                     bytes, {tail}",
+                    self.name,
+                    spill::human_quota(self.quota),
+                    path.display()
+                )
+            }
             Spill::Failed(e) => format!("the full {} could not be saved ({e})", self.name),
             Spill::Unused(_) => format!(
                 "only the first {} and last {} bytes of {} are kept (no data directory to save the rest)",
@@ -279,6 +377,9 @@ impl Capture {
             "--- {}: {} bytes in {total_lines} lines, middle omitted; {where_full} ---\n",
             self.name, self.total
         );
+        if self.older_removed {
+            out.push_str(&format!("({})\n", spill::eviction_note(self.quota)));
+        }
         out.push_str(&String::from_utf8_lossy(head));
         if !out.ends_with('\n') {
             out.push('\n');
@@ -502,6 +603,99 @@ mod tests {
             "error[E0308]: mismatched types here....\n"
         );
         assert_eq!(at(777_776 * 40), line(777_777));
+    }
+
+    /// `len` bytes of numbered lines, pushed in 64 KB chunks; returns the stream.
+    fn flood(c: &mut Capture, tag: &str, len: usize) -> Vec<u8> {
+        let mut all = Vec::with_capacity(len + 64);
+        let mut i = 0u64;
+        while all.len() < len {
+            all.extend_from_slice(format!("{tag} line {i:>8} of output\n").as_bytes());
+            i += 1;
+        }
+        for chunk in all.chunks(64 * 1024) {
+            c.push(chunk);
+        }
+        all
+    }
+
+    fn dir_bytes(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
+    }
+
+    #[test]
+    fn a_capture_larger_than_the_spill_quota_keeps_head_and_tail_and_evicts_older_spills() {
+        let data = tempfile::tempdir().unwrap();
+        let results = data.path().join("sessions/s/results");
+        std::fs::create_dir_all(&results).unwrap();
+        let older = results.join("older.out");
+        std::fs::write(&older, vec![b'o'; 10_000]).unwrap();
+        let quota = 64 * 1024;
+        let path = results.join("c.stdout.out");
+        let mut c = Capture::with_quota("stdout", Some(path.clone()), quota);
+        // `cat zero`: far more than memory and quota hold.
+        let all = flood(&mut c, "z", 3 * 1024 * 1024);
+        let text = c.render();
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.contains("stdout is over the session's 64 KiB spill quota")
+                && header.contains("keeps its first"),
+            "{header}"
+        );
+        assert_eq!(
+            text.lines().nth(1),
+            Some(
+                "(older spilled output was removed to stay under the session's 64 KiB spill quota)"
+            )
+        );
+        assert!(!older.exists());
+        let kept = std::fs::read(&path).unwrap();
+        assert!(kept.len() as u64 <= quota, "{}", kept.len());
+        let (head, tail) = spill::cut_sizes(quota, TAIL_CAP as u64);
+        assert_eq!(&kept[..head as usize], &all[..head as usize]);
+        assert_eq!(
+            &kept[kept.len() - tail as usize..],
+            &all[all.len() - tail as usize..]
+        );
+        let note = String::from_utf8_lossy(&kept[head as usize..kept.len() - tail as usize]);
+        assert!(note.contains("bytes omitted: the whole output"), "{note}");
+        // Rendering again does not append the tail twice.
+        c.render();
+        assert_eq!(std::fs::read(&path).unwrap().len(), kept.len());
+        assert!(dir_bytes(&results) <= quota);
+    }
+
+    #[test]
+    fn captures_within_the_quota_evict_the_oldest_spill_of_the_session() {
+        let data = tempfile::tempdir().unwrap();
+        let results = data.path().join("sessions/s/results");
+        let quota = 6 * 1024 * 1024;
+        let size = 5 * 1024 * 1024 / 2;
+        let mut texts = Vec::new();
+        for name in ["a", "b", "c"] {
+            let mut c = Capture::with_quota("stdout", Some(results.join(name)), quota);
+            flood(&mut c, name, size);
+            texts.push(c.render());
+            // Distinct modification times, so "oldest" is well defined.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let note =
+            "(older spilled output was removed to stay under the session's 6 MiB spill quota)";
+        assert!(!texts[0].contains(note) && !texts[1].contains(note));
+        assert_eq!(texts[2].lines().nth(1), Some(note), "{}", &texts[2][..300]);
+        assert!(
+            texts[2]
+                .lines()
+                .next()
+                .unwrap()
+                .contains("the full stdout is in")
+        );
+        assert!(!results.join("a").exists());
+        assert!(results.join("b").exists() && results.join("c").exists());
+        assert!(dir_bytes(&results) <= quota);
     }
 
     #[test]

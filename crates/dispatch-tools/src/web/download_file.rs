@@ -4,7 +4,6 @@
 //! is complete, so the target is never half-written; the target's earlier state is recorded in
 //! the file history first (as edit_file does), so restore_file can undo the download.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,10 +21,9 @@ use url::Url;
 use super::client::{FetchError, Outgoing, WebClient, read_capped};
 use super::guard::NetPolicy;
 use super::http_request::excerpt;
+use crate::files::beneath::Target;
 use crate::files::confine::Confinement;
-use crate::files::write::{
-    MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error, read_existing,
-};
+use crate::files::write::{MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error};
 use crate::{parse_args, schema_of};
 
 /// Largest download by default.
@@ -145,25 +143,28 @@ impl Tool for DownloadFile {
                 "{shown} already exists; pass overwrite=true to replace it (its content is kept for restore_file), or choose another path"
             )));
         }
-        let dir = path
-            .parent()
-            .map(Path::to_path_buf)
-            .ok_or_else(|| ToolError::failed(format!("{shown} has no parent directory")))?;
-        let (dir_owned, shown_owned) = (dir.clone(), shown.clone());
-        blocking(move || {
-            std::fs::create_dir_all(&dir_owned)
-                .map_err(|e| io_error("create the directories for", &shown_owned, &e))
+        // The directory is held open beneath the work directory from here on: the temporary
+        // file, the old content and the final rename all go through it, never through a link.
+        let tag = format!(
+            "download-{}",
+            &blake3::hash(format!("{}/{}", cx.run_id, cx.call_id).as_bytes()).to_hex()[..12]
+        );
+        let (file, shown_owned, confined) = (path.clone(), shown.clone(), confine.clone());
+        let (target, temp, out) = blocking(move || {
+            let target = Target::open(&confined, &file, &shown_owned, true)?;
+            let (out, name) = target
+                .create_temp(&tag)
+                .map_err(|e| io_error("create a temporary file for", &shown_owned, &e))?;
+            let temp = TempFile {
+                target: target.clone(),
+                name,
+                moved: false,
+            };
+            Ok((target, temp, out))
         })
         .await?;
-
-        let temp = TempFile::new(dir.join(format!(
-            ".{}.download-{}",
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            &blake3::hash(format!("{}/{}", cx.run_id, cx.call_id).as_bytes()).to_hex()[..12]
-        )));
-        let download = self.stream(&cx, client, &url, &temp.path, &shown);
+        let out = tokio::fs::File::from_std(out);
+        let download = self.stream(&cx, client, &url, out, &shown);
         let got = tokio::select! {
             r = tokio::time::timeout(timeout, download) => match r {
                 Ok(r) => r?,
@@ -176,8 +177,8 @@ impl Tool for DownloadFile {
         };
 
         // Record the target's state, then move the finished file into place.
-        let (file, shown_owned) = (path.clone(), shown.clone());
-        let old = blocking(move || read_existing(&file, &shown_owned, MAX_SNAPSHOT_FILE_BYTES))
+        let (dir, shown_owned) = (target.clone(), shown.clone());
+        let old = blocking(move || dir.read_existing(&shown_owned, MAX_SNAPSHOT_FILE_BYTES))
             .await?
             .map(|e| e.bytes);
         let action = if old.is_some() {
@@ -187,9 +188,9 @@ impl Tool for DownloadFile {
         };
         let replaced = old.as_ref().map(|b| b.len() as u64);
         let version = recorder.record(&path, &shown, action, old, None).await?;
-        let (from, to, shown_owned) = (temp.path.clone(), path.clone(), shown.clone());
+        let (from, shown_owned) = (temp.name.clone(), shown.clone());
         blocking(move || {
-            std::fs::rename(&from, &to).map_err(|e| {
+            target.replace_with(&from).map_err(|e| {
                 ToolError::failed(format!(
                     "{} (version {version} was recorded anyway; restoring it is harmless)",
                     io_error("move the download into", &shown_owned, &e)
@@ -232,7 +233,7 @@ impl DownloadFile {
         cx: &ToolContext,
         client: &WebClient,
         url: &Url,
-        temp: &PathBuf,
+        mut out: tokio::fs::File,
         shown: &str,
     ) -> Result<Got, ToolError> {
         let request = Outgoing {
@@ -276,12 +277,6 @@ impl DownloadFile {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let mut out = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(temp)
-            .await
-            .map_err(|e| io_error("create a temporary file for", shown, &e))?;
         let mut written: u64 = 0;
         let mut last_report = Instant::now();
         let describe_total = |n: Option<u64>| match n {
@@ -330,16 +325,14 @@ impl DownloadFile {
     }
 }
 
-/// A temporary download, removed unless it was moved into place.
+/// A temporary download beside the target, removed unless it was moved into place.
 struct TempFile {
-    path: PathBuf,
+    target: Target,
+    name: std::ffi::OsString,
     moved: bool,
 }
 
 impl TempFile {
-    fn new(path: PathBuf) -> Self {
-        TempFile { path, moved: false }
-    }
     fn disarm(mut self) {
         self.moved = true;
     }
@@ -348,7 +341,7 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         if !self.moved {
-            let _ = std::fs::remove_file(&self.path);
+            self.target.remove_temp(&self.name);
         }
     }
 }

@@ -25,6 +25,7 @@ use super::client::{FetchError, Outgoing, WebClient, read_capped};
 use super::extract::{ExtractError, MAX_PARSE_BYTES, PageFormat, decode_html, extract};
 use super::filter::{DeterministicFilter, Filtered, ResultFilter};
 use super::guard::NetPolicy;
+use crate::files::beneath::Target;
 use crate::files::confine::Confinement;
 use crate::files::write::{Recorder, blocking, io_error, write_atomic};
 use crate::{parse_args, schema_of};
@@ -603,11 +604,9 @@ async fn save_to(
         .await?;
     let (file, bytes, shown_owned) = (path.clone(), text.as_bytes().to_vec(), shown.clone());
     blocking(move || {
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| io_error("create the directories for", &shown_owned, &e))?;
-        }
-        create_new(&file, &bytes).map_err(|e| match e.kind() {
+        // Made and written beneath the work directory without following a link.
+        let target = Target::open(&confine, &file, &shown_owned, true)?;
+        target.create_new(&bytes).map_err(|e| match e.kind() {
             std::io::ErrorKind::AlreadyExists => exists(&shown_owned),
             _ => io_error("write", &shown_owned, &e),
         })
@@ -625,22 +624,6 @@ fn exists(shown: &str) -> ToolError {
     ToolError::failed(format!(
         "save_to {shown} already exists; fetch_page only creates new files. Choose another path, or write over it with edit_file"
     ))
-}
-
-/// Write `bytes` as a file that must not exist yet: a file made between the check and the
-/// write (or a symlink planted there) makes it fail instead of being replaced.
-fn create_new(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
-    if written.is_err() {
-        // A half-written page is worse than none; the error says what happened.
-        let _ = std::fs::remove_file(path);
-    }
-    written
 }
 
 #[cfg(test)]
