@@ -1,0 +1,3 @@
+//! dispatch-sandbox's integration tests: one binary (see CONVENTIONS, habit 6).
+
+mod suite;
