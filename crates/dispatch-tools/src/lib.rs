@@ -52,6 +52,8 @@ pub struct ToolsConfig {
     pub net: std::sync::Arc<web::NetPolicy>,
     /// The filter fetch_page and search_web results pass through on every return.
     pub filter: std::sync::Arc<dyn web::filter::ResultFilter>,
+    /// The OS sandbox run_command and background_command start programs in.
+    pub sandbox: shell::process::SandboxConfig,
 }
 
 impl Default for ToolsConfig {
@@ -60,6 +62,7 @@ impl Default for ToolsConfig {
             search: web::SearchConfig::default(),
             net: std::sync::Arc::default(),
             filter: std::sync::Arc::new(web::filter::DeterministicFilter),
+            sandbox: shell::process::SandboxConfig::default(),
         }
     }
 }
@@ -82,8 +85,12 @@ pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryE
     registry.register(std::sync::Arc::new(files::FileHistoryTool::new()))?;
     registry.register(std::sync::Arc::new(files::ReadFiles::new()))?;
     registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
-    registry.register(std::sync::Arc::new(shell::RunCommand::new()))?;
-    registry.register(std::sync::Arc::new(shell::BackgroundCommand::new()))?;
+    registry.register(std::sync::Arc::new(
+        shell::RunCommand::new().with_sandbox(config.sandbox.clone()),
+    ))?;
+    registry.register(std::sync::Arc::new(
+        shell::BackgroundCommand::new().with_sandbox(config.sandbox.clone()),
+    ))?;
     registry.register(std::sync::Arc::new(memory::WriteError::new()))?;
     registry.register(std::sync::Arc::new(memory::ErrorHistory::new()))?;
     registry.register(std::sync::Arc::new(memory::ChatHistoryTool::new()))?;

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::jobs::{Job, JobEnd, JobTable, MAX_RUNNING, RING_CAP, STOP_WAIT};
-use super::process::{self, CommandArgs, describe_exit};
+use super::process::{self, CommandArgs, SandboxConfig, describe_exit};
 use crate::{parse_args, schema_of};
 
 /// Most bytes one `read` returns (below the engine's result budget, so it is never shaped).
@@ -59,6 +59,12 @@ struct BackgroundCommandArgs {
     /// start: inherited secret-looking variables to pass through, e.g. ["GITHUB_TOKEN"].
     #[serde(default)]
     pass_env: Option<Vec<String>>,
+    /// start: true: the command may use the network (a dev server that fetches); always asks.
+    #[serde(default)]
+    network: Option<bool>,
+    /// start: paths inside the work directory the command writes, e.g. ["dist"].
+    #[serde(default)]
+    write_paths: Option<Vec<String>>,
     /// read, stop: the job id that start returned (e.g. "job-3").
     #[serde(default)]
     job_id: Option<String>,
@@ -76,6 +82,7 @@ pub struct BackgroundCommand {
     spec: ToolSpec,
     jobs: JobTable,
     parent_env: Option<Vec<(OsString, OsString)>>,
+    sandbox: SandboxConfig,
 }
 
 impl BackgroundCommand {
@@ -92,7 +99,14 @@ impl BackgroundCommand {
             .timeout(Duration::from_secs(MAX_WAIT_SECS) + STOP_WAIT + Duration::from_secs(10)),
             jobs: JobTable::default(),
             parent_env: None,
+            sandbox: SandboxConfig::default(),
         }
+    }
+
+    /// Run jobs in `sandbox` instead of the machine's (detected once per process).
+    pub fn with_sandbox(mut self, sandbox: SandboxConfig) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Jobs inherit `env` (scrubbed of secrets) instead of this process's environment.
@@ -136,12 +150,14 @@ impl Tool for BackgroundCommand {
 /// Arguments that mean nothing in the chosen mode are refused, so a mistake is not silently
 /// ignored (and a `read` cannot carry a command past the gate's reading-mode rule).
 fn check_fields(args: &BackgroundCommandArgs) -> Result<(), ToolError> {
-    let given: [(&str, bool, &[Mode]); 8] = [
+    let given: [(&str, bool, &[Mode]); 10] = [
         ("argv", args.argv.is_some(), &[Mode::Start]),
         ("cwd", args.cwd.is_some(), &[Mode::Start]),
         ("shell", args.shell.is_some(), &[Mode::Start]),
         ("env", args.env.is_some(), &[Mode::Start]),
         ("pass_env", args.pass_env.is_some(), &[Mode::Start]),
+        ("network", args.network.is_some(), &[Mode::Start]),
+        ("write_paths", args.write_paths.is_some(), &[Mode::Start]),
         ("job_id", args.job_id.is_some(), &[Mode::Read, Mode::Stop]),
         ("offset", args.offset.is_some(), &[Mode::Read]),
         ("wait", args.wait.is_some(), &[Mode::Read]),
@@ -199,10 +215,19 @@ impl BackgroundCommand {
                 shell: args.shell.unwrap_or(false),
                 env: args.env.as_ref(),
                 pass_env: args.pass_env.as_deref(),
+                network: args.network.unwrap_or(false),
+                write_paths: args.write_paths.as_deref(),
             },
             parent_env,
         )?;
-        let (child, group) = process::spawn(&prepared, false)?;
+        let read_only = process::judged_read_only(
+            args.argv.as_deref().unwrap_or_default(),
+            args.shell.unwrap_or(false),
+            args.network.unwrap_or(false),
+            args.write_paths.as_deref(),
+            args.cwd.as_deref(),
+        );
+        let (child, group) = process::spawn(&prepared, false, &self.sandbox, read_only)?;
         let job = self
             .jobs
             .start(
@@ -379,6 +404,10 @@ fn describe_end(end: &JobEnd) -> String {
     }
     if end.leftovers {
         text.push_str(" (processes it left running were stopped)");
+    }
+    if let Some(note) = &end.sandbox_note {
+        text.push_str("; ");
+        text.push_str(note);
     }
     text
 }

@@ -20,7 +20,8 @@ use tokio::process::ChildStdin;
 
 use super::capture::{Capture, ProgressFeed};
 use super::process::{
-    self, CommandArgs, GRACE, Pipes, Stopped, Stream, describe_exit, safe_component, session_dir,
+    self, CommandArgs, GRACE, Pipes, SandboxConfig, StderrTail, Stopped, Stream, describe_exit,
+    safe_component, session_dir,
 };
 use crate::{parse_args, schema_of};
 
@@ -76,6 +77,15 @@ struct RunCommandArgs {
     /// Text for the command's standard input (at most 1 MiB); by default it reads nothing.
     #[serde(default)]
     stdin: Option<String>,
+    /// true: the command may use the network; always asks. Without it commands run with no
+    /// network access.
+    #[serde(default)]
+    network: Option<bool>,
+    /// Paths inside the work directory the command writes (e.g. ["target", "dist"]); a command
+    /// that writes runs in the workspace sandbox, which asks. Without it, a command judged
+    /// read-only runs in the read-only sandbox and cannot write.
+    #[serde(default)]
+    write_paths: Option<Vec<String>>,
 }
 
 /// How the wait for the command ended.
@@ -91,6 +101,7 @@ pub struct RunCommand {
     spec: ToolSpec,
     /// What commands inherit (scrubbed); `None`: this process's environment at call time.
     parent_env: Option<Vec<(OsString, OsString)>>,
+    sandbox: SandboxConfig,
 }
 
 impl RunCommand {
@@ -108,7 +119,14 @@ impl RunCommand {
             .timeout(Duration::from_secs(MAX_TIMEOUT_SECS) + 2 * GRACE + Duration::from_secs(10))
             .elide_args(&["stdin"]),
             parent_env: None,
+            sandbox: SandboxConfig::default(),
         }
+    }
+
+    /// Run commands in `sandbox` instead of the machine's (detected once per process).
+    pub fn with_sandbox(mut self, sandbox: SandboxConfig) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Commands inherit `env` (scrubbed of secrets) instead of this process's environment.
@@ -166,10 +184,20 @@ impl Tool for RunCommand {
                 shell: args.shell.unwrap_or(false),
                 env: args.env.as_ref(),
                 pass_env: args.pass_env.as_deref(),
+                network: args.network.unwrap_or(false),
+                write_paths: args.write_paths.as_deref(),
             },
             parent_env,
         )?;
-        let report = execute(&cx, &prepared, args.stdin, timeout, idle).await?;
+        let read_only = process::judged_read_only(
+            &args.argv,
+            args.shell.unwrap_or(false),
+            args.network.unwrap_or(false),
+            args.write_paths.as_deref(),
+            args.cwd.as_deref(),
+        );
+        let sandbox = (&self.sandbox, read_only);
+        let report = execute(&cx, &prepared, sandbox, args.stdin, timeout, idle).await?;
         Ok(ToolOutput::text(report))
     }
 }
@@ -190,12 +218,14 @@ fn spill_target(cx: &ToolContext, stream: &str) -> Option<std::path::PathBuf> {
 async fn execute(
     cx: &ToolContext,
     prepared: &process::Prepared,
+    (sandbox, read_only): (&SandboxConfig, bool),
     stdin: Option<String>,
     timeout: Duration,
     idle: Duration,
 ) -> Result<String, ToolError> {
     let started = Instant::now();
-    let (mut child, mut group) = process::spawn(prepared, stdin.is_some())?;
+    let (mut child, mut group) = process::spawn(prepared, stdin.is_some(), sandbox, read_only)?;
+    let mut stderr_tail = StderrTail::default();
     let mut pipes = Pipes::take(&mut child);
     let mut stdout = Capture::new("stdout", spill_target(cx, "stdout"));
     let mut stderr = Capture::new("stderr", spill_target(cx, "stderr"));
@@ -225,7 +255,10 @@ async fn execute(
                     feed.push(chunk);
                     match stream {
                         Stream::Stdout => stdout.push(chunk),
-                        Stream::Stderr => stderr.push(chunk),
+                        Stream::Stderr => {
+                            stderr_tail.push(chunk);
+                            stderr.push(chunk);
+                        }
                     }
                 }
             }
@@ -312,6 +345,18 @@ async fn execute(
     }
     if abandoned {
         report.push_str("\nnote: a process outside the command's process group still held its output; output after that point was not collected");
+    }
+    if !prepared.write_paths_display.is_empty() {
+        report.push_str(&format!(
+            "\nwrite_paths: {}",
+            prepared.write_paths_display.join(", ")
+        ));
+    }
+    if end == End::Exited
+        && let Some(note) = group.sandbox_note(status, stderr_tail.bytes())
+    {
+        report.push('\n');
+        report.push_str(&note);
     }
     let failed = end != End::Exited || status.is_none_or(|s| !s.success());
     if failed && !prepared.withheld.is_empty() {
