@@ -418,9 +418,9 @@ impl Sandbox {
 
 /// `1 GiB`, `512 MiB` or bytes.
 pub(crate) fn bytes(n: u64) -> String {
-    if n >= GIB && n % GIB == 0 {
+    if n >= GIB && n.is_multiple_of(GIB) {
         format!("{} GiB", n / GIB)
-    } else if n >= MIB && n % MIB == 0 {
+    } else if n >= MIB && n.is_multiple_of(MIB) {
         format!("{} MiB", n / MIB)
     } else {
         format!("{n} bytes")

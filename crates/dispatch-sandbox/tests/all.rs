@@ -1,3 +1,3 @@
-//! dispatch-sandbox's integration tests: one binary (see CONVENTIONS, habit 6).
-
+//! Integration tests of the sandbox, one binary (see CONVENTIONS: linking stays fast).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod suite;

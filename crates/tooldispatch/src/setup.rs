@@ -64,8 +64,10 @@ fn tools_config(
     config: &Config,
     store_file: Option<PathBuf>,
 ) -> Result<dispatch_tools::ToolsConfig, CliError> {
-    let mut tools = dispatch_tools::ToolsConfig::default();
-    tools.sandbox = sandbox_config(config, store_file);
+    let mut tools = dispatch_tools::ToolsConfig {
+        sandbox: sandbox_config(config, store_file),
+        ..Default::default()
+    };
     tools.search.searxng_url = config.search.searxng_url.clone();
     if let Some(ms) = config.search.min_gap_ms {
         tools.search.min_gap = std::time::Duration::from_millis(ms);
