@@ -58,7 +58,7 @@ pub fn explain(policy: &Policy, status: ExitStatus, stderr: &[u8]) -> Option<Str
                 let mut places = vec![format!("the work directory {}", policy.workdir.display())];
                 places.extend(policy.write_paths.iter().map(|p| p.display().to_string()));
                 format!(
-                    "sandbox: blocked: the workspace sandbox allows writes only in {} and /tmp; write inside the work directory instead",
+                    "sandbox: blocked: the workspace sandbox allows writes only in {} and /tmp; write inside the work directory instead (a tool that keeps a cache in HOME can be pointed at the work directory or /tmp through env, e.g. CARGO_HOME, npm_config_cache, GOCACHE, PIP_CACHE_DIR)",
                     places.join(", ")
                 )
             }

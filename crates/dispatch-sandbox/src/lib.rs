@@ -33,7 +33,9 @@
 //! RLIMIT_NPROC instead.
 //!
 //! Not covered: hard links to a hidden file made before the sandbox existed, UNIX sockets that
-//! are not in the hidden list, and kernel bugs. Stopping the command kills the outer `bwrap`;
+//! are not in the hidden list (and abstract ones when a call has the network), and kernel bugs.
+//! By design the workspace level cannot write caches in HOME (`~/.cargo/registry`, `~/.npm`):
+//! [`explain`] tells the model to point them at the work directory or /tmp. Stopping the command kills the outer `bwrap`;
 //! the sandbox's PID 1 then dies (`--die-with-parent`) and the kernel kills every process in
 //! its namespace, so stopping is immediate (SIGKILL) rather than SIGTERM with a grace.
 
