@@ -1154,3 +1154,31 @@ async fn relative_path_entries_are_ignored_when_finding_the_program() {
         "{content}"
     );
 }
+
+#[tokio::test]
+async fn a_background_job_refused_by_the_sandbox_says_so_when_read() {
+    if !sandbox_present() {
+        return;
+    }
+    let h = approving().await;
+    let (status, content) = bg(
+        &h,
+        json!({"mode": "start", "argv": ["sh", "-c", "echo started; echo x > /etc/td-sandbox-probe"]}),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{content}");
+    let id = job_id(&content);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let content = loop {
+        let (_, content) = bg(&h, json!({"mode": "read", "job_id": id, "wait": 2})).await;
+        if content.contains("that is all") || Instant::now() > deadline {
+            break content;
+        }
+    };
+    assert!(content.contains("exit code 2"), "{content}");
+    assert!(
+        content.contains("; sandbox: blocked: the workspace sandbox allows writes only in"),
+        "{content}"
+    );
+    assert!(!std::path::Path::new("/etc/td-sandbox-probe").exists());
+}
