@@ -319,6 +319,13 @@ impl Sandbox {
         for path in &writable {
             path_arg(out, "--bind", path, path);
         }
+        // A temp-dir cleaner may have removed the placeholder since detection: make it again,
+        // or fall back to /dev/null (reads as empty) rather than fail every command.
+        let denied = if self.denied_file.is_file() {
+            self.denied_file.clone()
+        } else {
+            denied_file().unwrap_or_else(|_| PathBuf::from("/dev/null"))
+        };
         for hidden in visible_hidden(policy, &workdir, &writable) {
             if hidden.is_dir() {
                 // Mode 000: listing or entering it fails with "Permission denied".
@@ -326,7 +333,7 @@ impl Sandbox {
                 one(out, "--tmpfs", &hidden);
                 one(out, "--remount-ro", &hidden);
             } else {
-                path_arg(out, "--ro-bind", &self.denied_file, &hidden);
+                path_arg(out, "--ro-bind", &denied, &hidden);
             }
         }
         one(out, "--chdir", &cwd);

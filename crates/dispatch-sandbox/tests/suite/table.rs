@@ -572,6 +572,14 @@ fn cases() -> Vec<Case> {
             }),
         ),
         case(
+            "the process-limit cgroup cannot be left",
+            WS,
+            &sh(
+                "for f in /sys/fs/cgroup/pids/cgroup.procs /sys/fs/cgroup/unified/cgroup.procs /sys/fs/cgroup/cgroup.procs; do [ -e $f ] && echo $$ > $f; done",
+            ),
+            blocked(WORKSPACE_NOTE),
+        ),
+        case(
             "nested user namespaces are refused",
             RO,
             &["unshare", "-r", "true"],
