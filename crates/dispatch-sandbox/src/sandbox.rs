@@ -173,6 +173,11 @@ impl Sandbox {
         matches!(self.availability, Availability::Available { .. })
     }
 
+    /// Whether each command gets a pids cgroup of its own (which also lists its processes).
+    pub fn cgroups(&self) -> bool {
+        self.cgroup_base.is_some()
+    }
+
     /// Whether the process limit holds (a pids cgroup, or RLIMIT_NPROC for non-root).
     pub fn limits_processes(&self) -> bool {
         self.cgroup_base.is_some() || (!self.root && self.prlimit.is_some())

@@ -320,6 +320,7 @@ async fn run(job: Arc<Job>, mut child: Child, mut group: Group, mut pipes: Pipes
     if leftovers.is_none() {
         leftovers = Some(group.stop(&mut child).await);
     }
+    let status = status.map(|s| group.reported_status(s));
     job.finish(JobEnd {
         status,
         stopped_by_request,

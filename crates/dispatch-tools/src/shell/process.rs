@@ -642,7 +642,7 @@ pub fn spawn(
         command.args(&wrapped.args);
         confined = Some(Confined {
             policy,
-            _cgroup: wrapped.cgroup,
+            cgroup: wrapped.cgroup,
         });
         command
     } else {
@@ -694,7 +694,7 @@ fn program_error(e: &io::Error, program: &str, cwd_display: &str) -> ToolError {
 /// with anything left in it, when the group drops).
 struct Confined {
     policy: Policy,
-    _cgroup: Option<CgroupGuard>,
+    cgroup: Option<CgroupGuard>,
 }
 
 /// The last bytes of a command's stderr, where the sandbox's refusals show.
@@ -748,6 +748,37 @@ impl Group {
         }
     }
 
+    /// SIGTERM what runs: the group, or, for a sandboxed command with a cgroup, every process
+    /// inside the sandbox but the outer bwrap — which would die of it at once and take the
+    /// sandbox down with SIGKILL, leaving no grace. (The sandbox's PID 1 ignores a SIGTERM from
+    /// outside; it exits when the command does.) False when nothing is left.
+    fn terminate(&self, pgid: Pid) -> bool {
+        let cgroup = self.confined.as_ref().and_then(|c| c.cgroup.as_ref());
+        match cgroup {
+            Some(cgroup) if alive(pgid) => {
+                for pid in cgroup.members() {
+                    if pid != pgid.as_raw_pid()
+                        && let Some(pid) = Pid::from_raw(pid).filter(|p| safe_target(*p))
+                    {
+                        let _ = rustix::process::kill_process(pid, Signal::TERM);
+                    }
+                }
+                true
+            }
+            _ => signal(pgid, Signal::TERM),
+        }
+    }
+
+    /// The command's status as if it were our child: bwrap reports a command killed by
+    /// signal N as exit code 128 + N, which is turned back into that signal.
+    pub fn reported_status(&self, status: ExitStatus) -> ExitStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match status.code() {
+            Some(code @ 129..=159) if self.confined.is_some() => ExitStatus::from_raw(code - 128),
+            _ => status,
+        }
+    }
+
     /// The sandbox level the command runs at (`None`: unconfined).
     pub fn level(&self) -> Option<Level> {
         self.confined.as_ref().map(|c| c.policy.level)
@@ -775,7 +806,7 @@ impl Group {
         let Some(pgid) = self.pgid else {
             return Stopped::Empty;
         };
-        if !signal(pgid, Signal::TERM) {
+        if !self.terminate(pgid) {
             self.pgid = None;
             let _ = child.try_wait();
             return Stopped::Empty;

@@ -312,6 +312,7 @@ async fn execute(
         }
     }
     feed.flush();
+    let status = status.map(|s| group.reported_status(s));
     let elapsed = started.elapsed();
 
     let mut report = match end {

@@ -1182,3 +1182,23 @@ async fn a_background_job_refused_by_the_sandbox_says_so_when_read() {
     );
     assert!(!std::path::Path::new("/etc/td-sandbox-probe").exists());
 }
+
+#[tokio::test]
+async fn a_sandboxed_command_gets_sigterm_and_its_grace_before_sigkill() {
+    if !sandbox_present() || !Sandbox::shared().cgroups() {
+        eprintln!("skipped: no per-command cgroup, so a sandboxed command is stopped at once");
+        return;
+    }
+    let h = approving().await;
+    let (status, content) = run(
+        &h,
+        json!({
+            "argv": ["sh", "-c", "trap 'echo got-term; exit 0' TERM; echo ready; sleep 100 & wait"],
+            "timeout": 1
+        }),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(content.contains("timed out after 1 s"), "{content}");
+    assert!(content.contains("ready\ngot-term"), "{content}");
+}
