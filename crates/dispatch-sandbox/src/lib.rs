@@ -35,9 +35,10 @@
 //! Not covered: hard links to a hidden file made before the sandbox existed, UNIX sockets that
 //! are not in the hidden list (and abstract ones when a call has the network), and kernel bugs.
 //! By design the workspace level cannot write caches in HOME (`~/.cargo/registry`, `~/.npm`):
-//! [`explain`] tells the model to point them at the work directory or /tmp. Stopping the command kills the outer `bwrap`;
-//! the sandbox's PID 1 then dies (`--die-with-parent`) and the kernel kills every process in
-//! its namespace, so stopping is immediate (SIGKILL) rather than SIGTERM with a grace.
+//! [`explain`] tells the model to point them at the work directory or /tmp. Killing the outer `bwrap` kills
+//! everything: the sandbox's PID 1 dies (`--die-with-parent`) and the kernel kills every process
+//! in its namespace. For a graceful stop, SIGTERM the members of the command's cgroup
+//! ([`CgroupGuard::members`]) but the outer `bwrap` first; without a cgroup the stop is a SIGKILL.
 
 mod cgroup;
 mod explain;

@@ -719,7 +719,9 @@ impl StderrTail {
 ///
 /// A sandboxed command's group holds the outer `bwrap` only (the sandbox runs in a session of
 /// its own); killing it makes the sandbox's PID 1 die, and the kernel then kills everything in
-/// the sandbox's PID namespace, so stopping the group still stops everything — at once.
+/// the sandbox's PID namespace, so stopping the group still stops everything. The SIGTERM of
+/// [`Group::stop`] goes to the processes in the command's cgroup instead, so they get their
+/// grace; without a cgroup a sandboxed command is stopped at once.
 pub struct Group {
     pgid: Option<Pid>,
     confined: Option<Confined>,
