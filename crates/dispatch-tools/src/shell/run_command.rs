@@ -196,8 +196,16 @@ impl Tool for RunCommand {
             args.write_paths.as_deref(),
             args.cwd.as_deref(),
         );
-        let sandbox = (&self.sandbox, read_only);
-        let report = execute(&cx, &prepared, sandbox, args.stdin, timeout, idle).await?;
+        let report = execute(
+            &cx,
+            &prepared,
+            &self.sandbox,
+            read_only,
+            args.stdin,
+            timeout,
+            idle,
+        )
+        .await?;
         Ok(ToolOutput::text(report))
     }
 }
@@ -218,7 +226,8 @@ fn spill_target(cx: &ToolContext, stream: &str) -> Option<std::path::PathBuf> {
 async fn execute(
     cx: &ToolContext,
     prepared: &process::Prepared,
-    (sandbox, read_only): (&SandboxConfig, bool),
+    sandbox: &SandboxConfig,
+    read_only: bool,
     stdin: Option<String>,
     timeout: Duration,
     idle: Duration,
