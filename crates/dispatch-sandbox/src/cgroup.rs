@@ -38,7 +38,31 @@ pub(crate) fn find_base() -> Option<PathBuf> {
             }
         }
     }
-    candidates.into_iter().find(|dir| probe(dir).is_ok())
+    let base = candidates.into_iter().find(|dir| probe(dir).is_ok())?;
+    sweep(&base);
+    Some(base)
+}
+
+/// Remove the cgroups of dispatchers that are gone (killed before they could clean up).
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("tooldispatch-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{owner}")).exists() {
+            kill_all(&entry.path());
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 fn probe(base: &Path) -> io::Result<()> {
@@ -116,9 +140,15 @@ impl Drop for CgroupGuard {
         if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
             return;
         }
-        // Something is still inside (a leftover, or a zombie not yet reaped): kill it and
-        // retry from a helper thread so dropping never blocks.
+        // Something is still inside (a leftover, or the sandbox's processes still being torn
+        // down): kill it, retry briefly, then from a helper thread so dropping never blocks long.
         self.kill_all();
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(2));
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+        }
         let dir = self.dir.clone();
         let _ = std::thread::Builder::new()
             .name("tooldispatch-cgroup".into())
