@@ -43,7 +43,7 @@ pub(crate) fn find_base() -> Option<PathBuf> {
     Some(base)
 }
 
-/// Remove the cgroups of dispatchers that are gone (killed before they could clean up).
+/// Remove the empty cgroups of dispatchers that are gone (they exited before their cleanup).
 fn sweep(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
@@ -58,8 +58,9 @@ fn sweep(base: &Path) {
         else {
             continue;
         };
+        // Only removed, never killed: rmdir succeeds only on an empty cgroup, and a pid we
+        // cannot see may be a dispatcher in another PID namespace sharing this hierarchy.
         if !Path::new(&format!("/proc/{owner}")).exists() {
-            kill_all(&entry.path());
             let _ = std::fs::remove_dir(entry.path());
         }
     }
