@@ -81,13 +81,25 @@ pub struct CgroupGuard {
 impl CgroupGuard {
     /// Create a fresh cgroup under `base` allowing at most `limit` processes and threads.
     pub(crate) fn create(base: &Path, limit: u32) -> io::Result<CgroupGuard> {
-        let name = format!(
-            "tooldispatch-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = base.join(name);
-        std::fs::create_dir(&dir)?;
+        // The pid alone can repeat: dispatchers in other PID namespaces may share this
+        // hierarchy. The time makes a clash unlikely; a clash takes the next name.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mut attempt = 0;
+        let dir = loop {
+            let name = format!(
+                "tooldispatch-{}-{nanos}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            let dir = base.join(name);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        };
         let guard = CgroupGuard { dir };
         std::fs::write(guard.dir.join("pids.max"), limit.to_string())?;
         Ok(guard)
