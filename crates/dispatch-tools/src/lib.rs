@@ -56,6 +56,8 @@ pub struct ToolsConfig {
     /// Commands the user declared read-only (`[commands] read_only`): run_command and
     /// background_command run them without asking, in the read-only sandbox.
     pub read_only_commands: shell::ReadOnlyCommands,
+    /// The OS sandbox run_command and background_command start programs in.
+    pub sandbox: shell::process::SandboxConfig,
 }
 
 impl Default for ToolsConfig {
@@ -65,6 +67,7 @@ impl Default for ToolsConfig {
             net: std::sync::Arc::default(),
             filter: std::sync::Arc::new(web::filter::DeterministicFilter),
             read_only_commands: shell::ReadOnlyCommands::default(),
+            sandbox: shell::process::SandboxConfig::default(),
         }
     }
 }
@@ -88,10 +91,14 @@ pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryE
     registry.register(std::sync::Arc::new(files::ReadFiles::new()))?;
     registry.register(std::sync::Arc::new(files::FindFiles::new()))?;
     registry.register(std::sync::Arc::new(
-        shell::RunCommand::new().with_read_only_commands(config.read_only_commands.clone()),
+        shell::RunCommand::new()
+            .with_read_only_commands(config.read_only_commands.clone())
+            .with_sandbox(config.sandbox.clone()),
     ))?;
     registry.register(std::sync::Arc::new(
-        shell::BackgroundCommand::new().with_read_only_commands(config.read_only_commands.clone()),
+        shell::BackgroundCommand::new()
+            .with_read_only_commands(config.read_only_commands.clone())
+            .with_sandbox(config.sandbox.clone()),
     ))?;
     registry.register(std::sync::Arc::new(memory::WriteError::new()))?;
     registry.register(std::sync::Arc::new(memory::ErrorHistory::new()))?;

@@ -17,7 +17,8 @@ use crate::CliError;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// overhead (no-op calls), sleep (calls that sleep --sleep-ms) or http (the daemon under load).
+    /// overhead (no-op calls), sleep (calls that sleep --sleep-ms), http (the daemon under load)
+    /// or sandbox (starting `true` with and without the OS sandbox, --reps times).
     kind: BenchKind,
     /// Calls per round; several sizes separated by commas.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
@@ -43,6 +44,7 @@ enum BenchKind {
     Overhead,
     Sleep,
     Http,
+    Sandbox,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -68,13 +70,21 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.kind == BenchKind::Http {
         return crate::bench_http::run(args.http, args.store.as_deref(), args.max_concurrent).await;
     }
+    if args.kind == BenchKind::Sandbox {
+        let reps = args.reps.unwrap_or(200).max(1);
+        let line = tokio::task::spawn_blocking(move || bench_sandbox(reps))
+            .await
+            .map_err(|e| CliError::failed(format!("the benchmark stopped: {e}")))??;
+        crate::print_line(&line.to_string());
+        return Ok(());
+    }
     let max = args
         .max_concurrent
         .unwrap_or_else(default_max_concurrent)
         .max(1);
     let (name, sleep) = match args.kind {
         BenchKind::Overhead => ("bench_noop", None),
-        BenchKind::Sleep | BenchKind::Http => {
+        BenchKind::Sleep | BenchKind::Http | BenchKind::Sandbox => {
             ("bench_sleep", Some(Duration::from_millis(args.sleep_ms)))
         }
     };
@@ -162,6 +172,91 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         crate::print_line(&line.to_string());
     }
     Ok(())
+}
+
+/// Start `true` `reps` times unconfined, in the read-only and in the workspace sandbox (the
+/// latter with its pids cgroup where there is one): the sandbox's cost per command.
+fn bench_sandbox(reps: usize) -> Result<Value, CliError> {
+    use dispatch_sandbox::{Availability, Level, Mode, Policy, Sandbox};
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+    let sandbox = Sandbox::detect(Mode::Auto);
+    let mechanism = match sandbox.availability() {
+        Availability::Available { mechanism, .. } => mechanism.clone(),
+        Availability::Unavailable { reason } => {
+            return Err(CliError::failed(format!("no sandbox to measure: {reason}")));
+        }
+        Availability::Off => return Err(CliError::failed("the sandbox is off")),
+    };
+    let program = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .ok_or_else(|| CliError::failed("no /usr/bin/true or /bin/true"))?;
+    let workdir = std::env::temp_dir();
+    let time = |program: &Path, args: &[std::ffi::OsString]| -> Result<f64, CliError> {
+        let started = Instant::now();
+        let status = Command::new(program)
+            .args(args)
+            .current_dir(&workdir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| CliError::failed(format!("cannot start {}: {e}", program.display())))?;
+        if !status.success() {
+            return Err(CliError::failed(format!(
+                "{} failed: {status}",
+                program.display()
+            )));
+        }
+        Ok(started.elapsed().as_secs_f64() * 1e6)
+    };
+    let mut plain = Vec::with_capacity(reps);
+    let mut read_only = Vec::with_capacity(reps);
+    let mut workspace = Vec::with_capacity(reps);
+    for level in [Level::ReadOnly, Level::Workspace] {
+        let policy = Policy::new(level, &workdir);
+        let out = if level == Level::ReadOnly {
+            &mut read_only
+        } else {
+            &mut workspace
+        };
+        // One unmeasured start warms the page cache for bwrap.
+        for rep in 0..=reps {
+            // Wrapping is part of the cost: it creates the command's cgroup.
+            let started = Instant::now();
+            let wrapped = sandbox
+                .wrap(&policy, program, &[], &workdir)
+                .map_err(|e| CliError::failed(e.to_string()))?;
+            let wrap_us = started.elapsed().as_secs_f64() * 1e6;
+            let run_us = time(&wrapped.program, &wrapped.args)?;
+            drop(wrapped);
+            if rep > 0 {
+                out.push(wrap_us + run_us);
+            }
+        }
+    }
+    for rep in 0..=reps {
+        let us = time(program, &[])?;
+        if rep > 0 {
+            plain.push(us);
+        }
+    }
+    let plain = median(&mut plain);
+    let read_only = median(&mut read_only);
+    let workspace = median(&mut workspace);
+    Ok(json!({
+        "bench": "sandbox",
+        "mechanism": mechanism,
+        "process_limit": sandbox.limits_processes(),
+        "reps": reps,
+        "plain_us_median": round2(plain),
+        "read_only_us_median": round2(read_only),
+        "workspace_us_median": round2(workspace),
+        "read_only_ratio": round2(read_only / plain),
+        "workspace_ratio": round2(workspace / plain),
+    }))
 }
 
 /// An engine with only the system tools and the bench tool, its schema already fetched.

@@ -1,4 +1,4 @@
-//! `round`, `tools`, `replay` and `answer`.
+//! `round`, `tools`, `replay`, `answer` and `sandbox`.
 
 use std::io::{IsTerminal, Read};
 
@@ -9,7 +9,26 @@ use serde_json::{Value, json};
 
 use crate::setup::{self, client_tools};
 use crate::terminal::TerminalConfirmer;
-use crate::{AnswerArgs, CliError, Common, ReplayArgs, RoundArgs, ToolsArgs};
+use crate::{AnswerArgs, CliError, Common, ReplayArgs, RoundArgs, SandboxArgs, ToolsArgs};
+
+/// `tooldispatch sandbox`: what sandbox commands get on this machine, and why.
+pub fn sandbox(args: SandboxArgs) -> Result<(), CliError> {
+    use dispatch_sandbox::{Level, Policy, Sandbox};
+    let config = crate::config::Config::load(args.config.as_deref())?;
+    let workdir = match args.workdir {
+        Some(dir) => dir,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?,
+    };
+    let sandbox = Sandbox::detect(config.sandbox.mode.to_mode());
+    let store = setup::store_url(args.store.as_deref().or(config.store.as_deref()));
+    let extra = setup::sandbox_config(&config, setup::store_file(&store));
+    let mut policy = Policy::new(Level::Workspace, &workdir);
+    policy.hidden.extend(extra.hidden.iter().cloned());
+    policy.limits = extra.limits;
+    print!("{}", sandbox.describe(&policy));
+    Ok(())
+}
 
 pub async fn round(args: RoundArgs) -> Result<(), CliError> {
     let input = match &args.input {

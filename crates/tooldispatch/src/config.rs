@@ -27,6 +27,10 @@
 //!
 //! [server]                                           # tooldispatch serve
 //! cors_origins = ["http://localhost:5173"]           # web pages that may call the API
+//!
+//! [sandbox]
+//! mode = "auto"     # "off" is DANGEROUS: commands then run unconfined, so a command wrongly
+//!                   # judged read-only can write anywhere the user can and reach the network
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -52,6 +56,35 @@ pub struct Config {
     pub filter: Option<Filter>,
     #[serde(default)]
     pub server: Server,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+}
+
+/// `[sandbox]`: the OS sandbox around every command (see `tooldispatch sandbox`).
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// `auto` (the default: sandbox when the machine can) or `off` — dangerous: commands run
+    /// unconfined, so a wrong read-only judgment can write files and reach the network.
+    #[serde(default)]
+    pub mode: SandboxMode,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    #[default]
+    Auto,
+    Off,
+}
+
+impl SandboxMode {
+    pub fn to_mode(self) -> dispatch_sandbox::Mode {
+        match self {
+            SandboxMode::Auto => dispatch_sandbox::Mode::Auto,
+            SandboxMode::Off => dispatch_sandbox::Mode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -160,7 +193,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n",
+            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n",
         )
         .unwrap();
         assert_eq!(
@@ -186,6 +219,9 @@ mod tests {
                 }),
                 server: Server {
                     cors_origins: vec!["http://localhost:5173".into()],
+                },
+                sandbox: SandboxSection {
+                    mode: SandboxMode::Off
                 },
             }
         );

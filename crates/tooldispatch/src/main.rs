@@ -51,6 +51,22 @@ enum Command {
     Store(store_cmd::StoreArgs),
     /// Trust a work directory, so its own .tooldispatch/rules apply (`--list`, `--remove DIR`).
     Trust(trust::TrustArgs),
+    /// Show the OS sandbox commands run in on this machine: mechanism, levels, limits, hidden
+    /// paths (or why there is none).
+    Sandbox(SandboxArgs),
+}
+
+#[derive(Args)]
+struct SandboxArgs {
+    /// The work directory whose `.tooldispatch/` is hidden too (default: the current directory).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// The config file (default: $XDG_CONFIG_HOME/tooldispatch/config.toml when it exists).
+    #[arg(long, env = "TOOLDISPATCH_CONFIG")]
+    config: Option<PathBuf>,
+    /// Store URL (its file and key are hidden from commands).
+    #[arg(long, env = "TOOLDISPATCH_STORE")]
+    store: Option<String>,
 }
 
 /// Options every dispatching command shares.
@@ -228,6 +244,7 @@ fn main() -> ExitCode {
             Command::Answer(args) => commands::answer(args).await,
             Command::Store(args) => store_cmd::run(args).await,
             Command::Trust(args) => trust::run(args),
+            Command::Sandbox(args) => commands::sandbox(args),
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))
                 .await

@@ -80,8 +80,14 @@ pub fn open_store(
 
 /// The built-in tools' settings from the config file, and `TOOLDISPATCH_ALLOW_HOSTS`
 /// (comma-separated, added to the file's `net.allow_hosts`).
-fn tools_config(config: &Config) -> Result<dispatch_tools::ToolsConfig, CliError> {
-    let mut tools = dispatch_tools::ToolsConfig::default();
+fn tools_config(
+    config: &Config,
+    store_file: Option<PathBuf>,
+) -> Result<dispatch_tools::ToolsConfig, CliError> {
+    let mut tools = dispatch_tools::ToolsConfig {
+        sandbox: sandbox_config(config, store_file),
+        ..Default::default()
+    };
     tools
         .read_only_commands
         .extend(config.commands.read_only.iter().cloned());
@@ -122,6 +128,34 @@ fn tools_config(config: &Config) -> Result<dispatch_tools::ToolsConfig, CliError
     Ok(tools)
 }
 
+/// The sandbox commands run in: the machine's unless `[sandbox] mode = "off"`; the store file
+/// and its key are hidden besides the defaults (they may lie outside the data dir).
+pub fn sandbox_config(
+    config: &Config,
+    store_file: Option<PathBuf>,
+) -> dispatch_tools::shell::process::SandboxConfig {
+    use dispatch_tools::shell::process::SandboxConfig;
+    let sandbox = match config.sandbox.mode.to_mode() {
+        dispatch_sandbox::Mode::Off => {
+            SandboxConfig::new(Arc::new(dispatch_sandbox::Sandbox::off()))
+        }
+        dispatch_sandbox::Mode::Auto => SandboxConfig::default(),
+    };
+    let mut hidden = vec![data_dir()];
+    if let Some(file) = store_file {
+        let mut key = file.clone().into_os_string();
+        key.push(".key");
+        hidden.push(key.into());
+        hidden.push(file);
+    }
+    sandbox.with_hidden(hidden)
+}
+
+/// The SQLite file a store URL names, if any.
+pub fn store_file(url: &str) -> Option<PathBuf> {
+    url.strip_prefix("sqlite:").map(PathBuf::from)
+}
+
 /// Build the engine for a command. `default_store` applies when `--store` is absent (before
 /// the config file's store).
 pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
@@ -152,8 +186,10 @@ pub fn build(
             workdir.display()
         ))
     })?;
-    let store = open_store(common.store.as_deref().or(default_store), config)?;
-    let registry = dispatch_tools::builtin_registry_with(&tools_config(config)?)
+    let store_option = common.store.as_deref().or(default_store);
+    let store = open_store(store_option, config)?;
+    let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
+    let registry = dispatch_tools::builtin_registry_with(&tools_config(config, store_file)?)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());
     config_engine.data_dir = Some(data_dir());

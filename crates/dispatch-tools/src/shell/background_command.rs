@@ -21,7 +21,7 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::jobs::{Job, JobEnd, JobTable, MAX_RUNNING, RING_CAP, STOP_WAIT};
-use super::process::{self, CommandArgs, describe_exit};
+use super::process::{self, CommandArgs, SandboxConfig, describe_exit};
 use super::readonly::ReadOnlyCommands;
 use super::subject::CommandCall;
 use crate::{parse_args, schema_of};
@@ -64,6 +64,12 @@ struct BackgroundCommandArgs {
     /// start: inherited secret-looking variables to pass through, e.g. ["GITHUB_TOKEN"].
     #[serde(default)]
     pass_env: Option<Vec<String>>,
+    /// start: true: the command may use the network (a dev server that fetches); always asks.
+    #[serde(default)]
+    network: Option<bool>,
+    /// start: paths inside the work directory the command writes, e.g. ["dist"].
+    #[serde(default)]
+    write_paths: Option<Vec<String>>,
     /// read, stop: the job id that start returned (e.g. "job-3").
     #[serde(default)]
     job_id: Option<String>,
@@ -83,6 +89,7 @@ pub struct BackgroundCommand {
     parent_env: Option<Vec<(OsString, OsString)>>,
     /// Commands the user declared read-only (`[commands] read_only`).
     read_only: ReadOnlyCommands,
+    sandbox: SandboxConfig,
 }
 
 impl BackgroundCommand {
@@ -100,12 +107,19 @@ impl BackgroundCommand {
             jobs: JobTable::default(),
             parent_env: None,
             read_only: ReadOnlyCommands::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 
     /// Also start these commands without asking, in the read-only sandbox.
     pub fn with_read_only_commands(mut self, commands: ReadOnlyCommands) -> Self {
         self.read_only = commands;
+        self
+    }
+
+    /// Run jobs in `sandbox` instead of the machine's (detected once per process).
+    pub fn with_sandbox(mut self, sandbox: SandboxConfig) -> Self {
+        self.sandbox = sandbox;
         self
     }
 
@@ -134,8 +148,13 @@ impl Tool for BackgroundCommand {
             Some("list" | "read") => Subject::new(Access::Reads),
             Some("start") => match CommandCall::from_args(args) {
                 Some(call) => {
-                    call.subject("background_command", workdir, &self.read_only, None)
-                        .0
+                    call.subject(
+                        "background_command",
+                        workdir,
+                        &self.read_only,
+                        self.sandbox.missing().as_deref(),
+                    )
+                    .0
                 }
                 None => Subject::new(Access::Changes),
             },
@@ -165,12 +184,14 @@ impl Tool for BackgroundCommand {
 /// Arguments that mean nothing in the chosen mode are refused, so a mistake is not silently
 /// ignored (and a `read` cannot carry a command past the gate's reading-mode rule).
 fn check_fields(args: &BackgroundCommandArgs) -> Result<(), ToolError> {
-    let given: [(&str, bool, &[Mode]); 8] = [
+    let given: [(&str, bool, &[Mode]); 10] = [
         ("argv", args.argv.is_some(), &[Mode::Start]),
         ("cwd", args.cwd.is_some(), &[Mode::Start]),
         ("shell", args.shell.is_some(), &[Mode::Start]),
         ("env", args.env.is_some(), &[Mode::Start]),
         ("pass_env", args.pass_env.is_some(), &[Mode::Start]),
+        ("network", args.network.is_some(), &[Mode::Start]),
+        ("write_paths", args.write_paths.is_some(), &[Mode::Start]),
         ("job_id", args.job_id.is_some(), &[Mode::Read, Mode::Stop]),
         ("offset", args.offset.is_some(), &[Mode::Read]),
         ("wait", args.wait.is_some(), &[Mode::Read]),
@@ -228,10 +249,14 @@ impl BackgroundCommand {
                 shell: args.shell.unwrap_or(false),
                 env: args.env.as_ref(),
                 pass_env: args.pass_env.as_deref(),
+                network: args.network.unwrap_or(false),
+                write_paths: args.write_paths.as_deref(),
             },
             parent_env,
         )?;
-        let (child, group) = process::spawn(&prepared, false)?;
+        let read_only =
+            process::judged_read_only(&prepared, args.shell.unwrap_or(false), &self.read_only);
+        let (child, group) = process::spawn(&prepared, false, &self.sandbox, read_only)?;
         let job = self
             .jobs
             .start(
@@ -408,6 +433,10 @@ fn describe_end(end: &JobEnd) -> String {
     }
     if end.leftovers {
         text.push_str(" (processes it left running were stopped)");
+    }
+    if let Some(note) = &end.sandbox_note {
+        text.push_str("; ");
+        text.push_str(note);
     }
     text
 }

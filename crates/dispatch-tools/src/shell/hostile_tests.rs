@@ -363,9 +363,9 @@ async fn hostile_arguments_are_refused_clearly_and_touch_nothing_outside() {
         case(
             "an unknown field",
             "run_command",
-            json!({"argv": ["touch", pwned(33)], "network": true}),
+            json!({"argv": ["touch", pwned(33)], "privileged": true}),
             Status::Invalid,
-            "network",
+            "privileged",
         ),
         case(
             "arguments not an object",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::process::Child;
 use tokio::sync::Notify;
 
-use super::process::{self, GRACE, Group, Pipes, Stopped};
+use super::process::{self, GRACE, Group, Pipes, StderrTail, Stopped, Stream};
 
 /// Most running jobs per session.
 pub const MAX_RUNNING: usize = 16;
@@ -61,6 +61,8 @@ pub struct JobEnd {
     pub stopped_by_request: bool,
     pub leftovers: bool,
     pub after: Duration,
+    /// A `sandbox: …` line when the way it ended points at the sandbox.
+    pub sandbox_note: Option<String>,
 }
 
 /// A job's state at one moment.
@@ -280,12 +282,18 @@ async fn run(job: Arc<Job>, mut child: Child, mut group: Group, mut pipes: Pipes
     let mut stopped_by_request = false;
     let mut pipes_deadline: Option<tokio::time::Instant> = None;
     let mut leftovers = None;
+    let mut stderr = StderrTail::default();
     loop {
         if status.is_some() && pipes.done() {
             break;
         }
         tokio::select! {
-            (_, chunk) = pipes.next(), if !pipes.done() => job.append(chunk),
+            (stream, chunk) = pipes.next(), if !pipes.done() => {
+                if stream == Stream::Stderr {
+                    stderr.push(chunk);
+                }
+                job.append(chunk);
+            }
             exit = child.wait(), if status.is_none() => {
                 status = exit.ok();
                 pipes_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(200));
@@ -312,12 +320,18 @@ async fn run(job: Arc<Job>, mut child: Child, mut group: Group, mut pipes: Pipes
     if leftovers.is_none() {
         leftovers = Some(group.stop(&mut child).await);
     }
+    let status = status.map(|s| group.reported_status(s));
     job.finish(JobEnd {
         status,
         stopped_by_request,
         leftovers: !stopped_by_request
             && matches!(leftovers, Some(Stopped::Terminated | Stopped::Killed)),
         after: job.started.elapsed(),
+        sandbox_note: if stopped_by_request {
+            None
+        } else {
+            group.sandbox_note(status, stderr.bytes())
+        },
     });
 }
 
@@ -407,6 +421,7 @@ mod tests {
                     stopped_by_request: false,
                     leftovers: false,
                     after,
+                    sandbox_note: None,
                 }),
             }),
             changed: Notify::new(),

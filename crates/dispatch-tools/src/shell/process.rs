@@ -11,15 +11,24 @@
 //! Why a scrubbed environment: the dispatcher's own environment often holds API keys and
 //! tokens, and a command's output goes back to the model. Variables that look like secrets are
 //! withheld unless the call names them in `pass_env`.
+//!
+//! Why a sandbox: whether a command may run without asking is judged from its argv, and that
+//! judgment can be wrong. Every command therefore runs in the OS sandbox (`dispatch-sandbox`):
+//! one judged read-only in the read-only sandbox, any other in the workspace sandbox, so a
+//! wrong judgment cannot write or reach the network. The program is looked up here against
+//! absolute PATH entries only: a relative entry (`node_modules/.bin`, `.`, an empty one) would
+//! let the work directory, which the model controls, choose what runs.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dispatch_engine::{ToolContext, ToolError};
+use dispatch_sandbox::{CgroupGuard, Level, Limits, Policy, Sandbox};
 use rustix::process::{Pid, Signal};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdout};
@@ -40,6 +49,69 @@ pub const MAX_ENV_NAME_BYTES: usize = 128;
 pub const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
 /// How long a process group has between SIGTERM and SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(2);
+/// Most `write_paths` entries.
+pub const MAX_WRITE_PATHS: usize = 32;
+/// PATH when the command's environment has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The sandbox commands run in, and what it hides besides its defaults.
+#[derive(Clone, Default)]
+pub struct SandboxConfig {
+    /// `None`: the machine's sandbox, detected once per process ([`Sandbox::shared`]).
+    sandbox: Option<Arc<Sandbox>>,
+    /// Paths hidden besides the defaults and the data dir: the store file and its `.key`.
+    pub hidden: Vec<PathBuf>,
+    pub limits: Limits,
+}
+
+impl SandboxConfig {
+    /// Use `sandbox` (tests inject one; `Sandbox::off()` runs commands unconfined).
+    pub fn new(sandbox: Arc<Sandbox>) -> SandboxConfig {
+        SandboxConfig {
+            sandbox: Some(sandbox),
+            ..SandboxConfig::default()
+        }
+    }
+
+    /// Hide `paths` too (the store file and its key when they lie outside the data dir).
+    pub fn with_hidden(mut self, paths: Vec<PathBuf>) -> SandboxConfig {
+        self.hidden = paths;
+        self
+    }
+
+    pub fn sandbox(&self) -> Arc<Sandbox> {
+        self.sandbox.clone().unwrap_or_else(Sandbox::shared)
+    }
+}
+
+/// Whether a prepared command runs in the read-only sandbox: the same judgement the gate
+/// made from the call's subject ([`super::readonly::judge`]), on the confined working
+/// directory. A shell line, a call asking for the network or one declaring write paths is
+/// never read-only.
+pub fn judged_read_only(
+    prepared: &Prepared,
+    shell: bool,
+    extra: &super::readonly::ReadOnlyCommands,
+) -> bool {
+    if shell || prepared.network || !prepared.write_paths.is_empty() {
+        return false;
+    }
+    let argv: Vec<String> = std::iter::once(prepared.named.clone())
+        .chain(prepared.args.iter().cloned())
+        .collect();
+    super::readonly::judge(&argv, &prepared.cwd, &prepared.workdir, extra).read_only
+}
+
+impl SandboxConfig {
+    /// Why no OS sandbox holds a command's read-only judgement here, when one cannot be set
+    /// up; `None` when it can, or when the user turned it off on purpose (`[sandbox] mode`).
+    pub fn missing(&self) -> Option<String> {
+        match self.sandbox().availability() {
+            dispatch_sandbox::Availability::Unavailable { reason } => Some(reason.clone()),
+            _ => None,
+        }
+    }
+}
 
 /// The command-line arguments run_command and background_command share, as sent.
 pub struct CommandArgs<'a> {
@@ -48,12 +120,17 @@ pub struct CommandArgs<'a> {
     pub shell: bool,
     pub env: Option<&'a BTreeMap<String, String>>,
     pub pass_env: Option<&'a [String]>,
+    /// The command may use the network (workspace sandbox only).
+    pub network: bool,
+    /// Paths beneath the work directory the command declares it writes.
+    pub write_paths: Option<&'a [String]>,
 }
 
 /// A checked command, ready to spawn.
 #[derive(Debug)]
 pub struct Prepared {
-    program: OsString,
+    /// Absolute: resolved against absolute PATH entries, or against cwd.
+    program: PathBuf,
     /// The program as the model named it (`./script.sh`, not the path it was resolved to), so
     /// a message suggests an argv the model can send back as it is.
     named: String,
@@ -66,6 +143,14 @@ pub struct Prepared {
     pub withheld: Vec<String>,
     /// The command as the model wrote it, clipped, for messages.
     pub display: String,
+    /// The resolved work directory.
+    workdir: PathBuf,
+    data_dir: Option<PathBuf>,
+    /// Declared write paths, resolved beneath the work directory.
+    pub write_paths: Vec<PathBuf>,
+    /// The same, relative to the work directory, for messages.
+    pub write_paths_display: Vec<String>,
+    pub network: bool,
 }
 
 /// Check the arguments, confine the working directory and build the environment.
@@ -86,6 +171,7 @@ pub fn prepare(
             .map_err(|e| ToolError::failed(format!("cwd: {e}")))?,
     };
     let cwd_display = confinement.display(&cwd).into_owned();
+    let (write_paths, write_paths_display) = resolve_write_paths(&confinement, args.write_paths)?;
     match std::fs::metadata(&cwd) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -105,21 +191,6 @@ pub fn prepare(
         }
     }
 
-    let (program, rest): (OsString, Vec<String>) = if args.shell {
-        let line = args.argv.first().cloned().unwrap_or_default();
-        ("/bin/sh".into(), vec!["-c".to_string(), line])
-    } else {
-        let first = args.argv.first().map(String::as_str).unwrap_or_default();
-        // A relative path names a file in the command's directory, whatever directory the
-        // dispatcher itself runs in.
-        let program = if first.contains('/') && !first.starts_with('/') {
-            cwd.join(first).into_os_string()
-        } else {
-            first.into()
-        };
-        (program, args.argv.iter().skip(1).cloned().collect())
-    };
-
     let (mut env, withheld) = child_env(parent_env, &pass);
     for (name, value) in extra {
         env.retain(|(n, _)| n != name.as_str());
@@ -127,6 +198,25 @@ pub fn prepare(
     }
     env.retain(|(n, _)| n != "PWD");
     env.push(("PWD".into(), cwd.clone().into_os_string()));
+    // Nested lookups (make → cc, npm → node) must not depend on the cwd either.
+    let path = env
+        .iter()
+        .find(|(n, _)| n == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| DEFAULT_PATH.into());
+    env.retain(|(n, _)| n != "PATH");
+    env.push(("PATH".into(), absolute_path_entries(&path)));
+
+    let (program, rest): (PathBuf, Vec<String>) = if args.shell {
+        let line = args.argv.first().cloned().unwrap_or_default();
+        ("/bin/sh".into(), vec!["-c".to_string(), line])
+    } else {
+        let first = args.argv.first().map(String::as_str).unwrap_or_default();
+        (
+            find_program(first, &cwd, &cwd_display, &path)?,
+            args.argv.iter().skip(1).cloned().collect(),
+        )
+    };
 
     let mut display = if args.shell {
         format!(
@@ -155,7 +245,123 @@ pub fn prepare(
         env,
         withheld,
         display,
+        workdir: confinement.root().to_path_buf(),
+        data_dir: cx.data_dir.as_deref().map(Path::to_path_buf),
+        write_paths,
+        write_paths_display,
+        network: args.network,
     })
+}
+
+fn resolve_write_paths(
+    confinement: &Confinement,
+    raw: Option<&[String]>,
+) -> Result<(Vec<PathBuf>, Vec<String>), ToolError> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > MAX_WRITE_PATHS {
+        return Err(ToolError::failed(format!(
+            "write_paths has {} entries, over the limit of {MAX_WRITE_PATHS}; name the directories that contain them",
+            raw.len()
+        )));
+    }
+    let mut paths = Vec::with_capacity(raw.len());
+    let mut shown = Vec::with_capacity(raw.len());
+    for entry in raw {
+        let path = confinement
+            .resolve(entry)
+            .map_err(|e| ToolError::failed(format!("write_paths: {e}")))?;
+        shown.push(confinement.display(&path).into_owned());
+        paths.push(path);
+    }
+    Ok((paths, shown))
+}
+
+/// `path` without its relative entries (`.`, `node_modules/.bin`, empty ones).
+fn absolute_path_entries(path: &std::ffi::OsStr) -> OsString {
+    std::env::join_paths(std::env::split_paths(path).filter(|p| p.is_absolute()))
+        .unwrap_or_default()
+}
+
+/// The program `first` names: a path (relative to cwd) or a name looked up in the absolute
+/// entries of `path`. Checked here, because inside the sandbox a failed exec would only be a
+/// line from bwrap.
+fn find_program(
+    first: &str,
+    cwd: &Path,
+    cwd_display: &str,
+    path: &std::ffi::OsStr,
+) -> Result<PathBuf, ToolError> {
+    use std::os::unix::fs::PermissionsExt;
+    if first.contains('/') {
+        // A relative path names a file in the command's directory, whatever directory the
+        // dispatcher itself runs in.
+        let program = cwd.join(first);
+        let meta = match std::fs::metadata(&program) {
+            Ok(meta) => meta,
+            Err(e) => return Err(program_error(&e, first, cwd_display)),
+        };
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(program_error(
+                &io::Error::from(io::ErrorKind::PermissionDenied),
+                first,
+                cwd_display,
+            ));
+        }
+        if !executable_format(&program) {
+            return Err(program_error(
+                &io::Error::from_raw_os_error(8),
+                first,
+                cwd_display,
+            ));
+        }
+        return Ok(program);
+    }
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let entries: Vec<PathBuf> = std::env::split_paths(path).collect();
+    if let Some(found) = entries
+        .iter()
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(first))
+        .find(|p| executable(p))
+    {
+        return Ok(found);
+    }
+    let relative = entries
+        .iter()
+        .filter(|d| !d.is_absolute())
+        .find(|d| executable(&cwd.join(d).join(first)));
+    Err(ToolError::failed(match relative {
+        Some(dir) => {
+            let shown = if dir.as_os_str().is_empty() {
+                first.to_string()
+            } else {
+                format!("{}/{first}", dir.display())
+            };
+            format!(
+                "command not found: {first:?} is only in the relative PATH entry {:?}, and relative PATH entries are ignored (they would let the work directory choose the program); give its path, e.g. [\"./{}\"]",
+                dir.display(),
+                shown.trim_start_matches("./")
+            )
+        }
+        None => format!(
+            "command not found: {first:?} is not on PATH. Check the spelling, give its path (e.g. \"./{first}\" for a script in cwd), or install it first"
+        ),
+    }))
+}
+
+/// A `#!` script or an ELF binary: what the kernel runs without ENOEXEC.
+fn executable_format(program: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let Ok(mut file) = std::fs::File::open(program) else {
+        // Execute-only files cannot be read; let exec decide.
+        return true;
+    };
+    let n = file.read(&mut magic).unwrap_or(0);
+    let magic = magic.get(..n).unwrap_or_default();
+    magic.starts_with(b"#!") || magic.starts_with(b"\x7fELF")
 }
 
 fn check_argv(argv: &[String], shell: bool) -> Result<(), ToolError> {
@@ -405,12 +611,54 @@ pub fn process_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os().collect()
 }
 
-/// Start the command in its own process group. Its stdout and stderr are piped; stdin is piped
-/// when `stdin` is true, otherwise it reads nothing (`/dev/null`).
-pub fn spawn(prepared: &Prepared, stdin: bool) -> Result<(Child, Group), ToolError> {
-    let mut command = tokio::process::Command::new(&prepared.program);
+/// The sandbox policy `prepared` runs under at `level`: the default hidden paths, the data
+/// dir, the config's extras (store file, key) and `<workdir>/.tooldispatch`.
+pub fn policy(prepared: &Prepared, config: &SandboxConfig, level: Level) -> Policy {
+    let mut policy = Policy::new(level, &prepared.workdir);
+    policy.hidden.extend(prepared.data_dir.iter().cloned());
+    policy.hidden.extend(config.hidden.iter().cloned());
+    policy.write_paths = prepared.write_paths.clone();
+    policy.network = prepared.network;
+    policy.limits = config.limits;
+    policy
+}
+
+/// Start the command in its own process group, in the read-only sandbox when `read_only`, the
+/// workspace sandbox otherwise; unconfined when the machine has no sandbox (or it is off).
+/// Its stdout and stderr are piped; stdin is piped when `stdin` is true, otherwise it reads
+/// nothing (`/dev/null`).
+pub fn spawn(
+    prepared: &Prepared,
+    stdin: bool,
+    config: &SandboxConfig,
+    read_only: bool,
+) -> Result<(Child, Group), ToolError> {
+    let sandbox = config.sandbox();
+    let level = if read_only {
+        Level::ReadOnly
+    } else {
+        Level::Workspace
+    };
+    let mut confined = None;
+    let mut command = if sandbox.available() {
+        let policy = policy(prepared, config, level);
+        let args: Vec<OsString> = prepared.args.iter().map(OsString::from).collect();
+        let wrapped = sandbox
+            .wrap(&policy, &prepared.program, &args, &prepared.cwd)
+            .map_err(|e| ToolError::failed(format!("cannot start the sandbox: {e}")))?;
+        let mut command = tokio::process::Command::new(&wrapped.program);
+        command.args(&wrapped.args);
+        confined = Some(Confined {
+            policy,
+            cgroup: wrapped.cgroup,
+        });
+        command
+    } else {
+        let mut command = tokio::process::Command::new(&prepared.program);
+        command.args(&prepared.args);
+        command
+    };
     command
-        .args(&prepared.args)
         .current_dir(&prepared.cwd)
         .env_clear()
         .envs(prepared.env.iter().map(|(k, v)| (k, v)))
@@ -421,16 +669,19 @@ pub fn spawn(prepared: &Prepared, stdin: bool) -> Result<(Child, Group), ToolErr
         // The group is stopped by `Group`, not just the leader.
         .kill_on_drop(false);
     let child = command.spawn().map_err(|e| spawn_error(&e, prepared))?;
-    let group = Group::new(child.id());
+    let mut group = Group::new(child.id());
+    group.confined = confined;
     Ok((child, group))
 }
 
 fn spawn_error(e: &io::Error, prepared: &Prepared) -> ToolError {
-    let program = prepared.named.as_str();
+    program_error(e, &prepared.named, &prepared.cwd_display)
+}
+
+fn program_error(e: &io::Error, program: &str, cwd_display: &str) -> ToolError {
     let message = match e.kind() {
         io::ErrorKind::NotFound if program.contains('/') => format!(
-            "cannot run {program:?}: no such file. Check the path (relative paths start in cwd {:?}) or list the directory first",
-            prepared.cwd_display
+            "cannot run {program:?}: no such file. Check the path (relative paths start in cwd {cwd_display:?}) or list the directory first"
         ),
         io::ErrorKind::NotFound => format!(
             "command not found: {program:?} is not on PATH. Check the spelling, give its path (e.g. \"./{program}\" for a script in cwd), or install it first"
@@ -447,9 +698,41 @@ fn spawn_error(e: &io::Error, prepared: &Prepared) -> ToolError {
     ToolError::failed(message)
 }
 
+/// A command running in the sandbox: its policy, and its process-limit cgroup (removed,
+/// with anything left in it, when the group drops).
+struct Confined {
+    policy: Policy,
+    cgroup: Option<CgroupGuard>,
+}
+
+/// The last bytes of a command's stderr, where the sandbox's refusals show.
+#[derive(Default)]
+pub struct StderrTail(Vec<u8>);
+
+impl StderrTail {
+    const CAP: usize = 8 * 1024;
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.0.extend_from_slice(chunk);
+        let over = self.0.len().saturating_sub(Self::CAP);
+        self.0.drain(..over);
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// The process group of a running command. Dropping it while armed stops the group.
+///
+/// A sandboxed command's group holds the outer `bwrap` only (the sandbox runs in a session of
+/// its own); killing it makes the sandbox's PID 1 die, and the kernel then kills everything in
+/// the sandbox's PID namespace, so stopping the group still stops everything. The SIGTERM of
+/// [`Group::stop`] goes to the processes in the command's cgroup instead, so they get their
+/// grace; without a cgroup a sandboxed command is stopped at once.
 pub struct Group {
     pgid: Option<Pid>,
+    confined: Option<Confined>,
 }
 
 /// How a group ended when it was stopped.
@@ -469,7 +752,57 @@ impl Group {
             .and_then(|p| i32::try_from(p).ok())
             .and_then(Pid::from_raw)
             .filter(|p| safe_target(*p));
-        Group { pgid }
+        Group {
+            pgid,
+            confined: None,
+        }
+    }
+
+    /// SIGTERM what runs: the group, or, for a sandboxed command with a cgroup, every process
+    /// inside the sandbox but the outer bwrap — which would die of it at once and take the
+    /// sandbox down with SIGKILL, leaving no grace. (The sandbox's PID 1 ignores a SIGTERM from
+    /// outside; it exits when the command does.) False when nothing is left.
+    fn terminate(&self, pgid: Pid) -> bool {
+        let cgroup = self.confined.as_ref().and_then(|c| c.cgroup.as_ref());
+        match cgroup {
+            Some(cgroup) if alive(pgid) => {
+                for pid in cgroup.members() {
+                    if pid != pgid.as_raw_pid()
+                        && let Some(pid) = Pid::from_raw(pid).filter(|p| safe_target(*p))
+                    {
+                        let _ = rustix::process::kill_process(pid, Signal::TERM);
+                    }
+                }
+                true
+            }
+            _ => signal(pgid, Signal::TERM),
+        }
+    }
+
+    /// The command's status as if it were our child: bwrap reports a command killed by
+    /// signal N as exit code 128 + N, which is turned back into that signal.
+    pub fn reported_status(&self, status: ExitStatus) -> ExitStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match status.code() {
+            Some(code @ 129..=159) if self.confined.is_some() => ExitStatus::from_raw(code - 128),
+            _ => status,
+        }
+    }
+
+    /// The sandbox level the command runs at (`None`: unconfined).
+    pub fn level(&self) -> Option<Level> {
+        self.confined.as_ref().map(|c| c.policy.level)
+    }
+
+    /// A `sandbox: …` line when the way the command ended points at the sandbox (a refused
+    /// write or connection, a limit).
+    pub fn sandbox_note(&self, status: Option<ExitStatus>, stderr: &[u8]) -> Option<String> {
+        let confined = self.confined.as_ref()?;
+        let status = status?;
+        if status.success() {
+            return None;
+        }
+        dispatch_sandbox::explain(&confined.policy, status, stderr)
     }
 
     /// The group id (the command's pid) while the group is armed.
@@ -483,7 +816,7 @@ impl Group {
         let Some(pgid) = self.pgid else {
             return Stopped::Empty;
         };
-        if !signal(pgid, Signal::TERM) {
+        if !self.terminate(pgid) {
             self.pgid = None;
             let _ = child.try_wait();
             return Stopped::Empty;

@@ -23,7 +23,8 @@ use tokio::process::ChildStdin;
 
 use super::capture::{Capture, ProgressFeed};
 use super::process::{
-    self, CommandArgs, GRACE, Pipes, Stopped, Stream, describe_exit, safe_component, session_dir,
+    self, CommandArgs, GRACE, Pipes, SandboxConfig, StderrTail, Stopped, Stream, describe_exit,
+    safe_component, session_dir,
 };
 use super::readonly::ReadOnlyCommands;
 use super::subject::CommandCall;
@@ -81,6 +82,15 @@ struct RunCommandArgs {
     /// Text for the command's standard input (at most 1 MiB); by default it reads nothing.
     #[serde(default)]
     stdin: Option<String>,
+    /// true: the command may use the network; always asks. Without it commands run with no
+    /// network access.
+    #[serde(default)]
+    network: Option<bool>,
+    /// Paths inside the work directory the command writes (e.g. ["target", "dist"]); a command
+    /// that writes runs in the workspace sandbox, which asks. Without it, a command judged
+    /// read-only runs in the read-only sandbox and cannot write.
+    #[serde(default)]
+    write_paths: Option<Vec<String>>,
 }
 
 /// How the wait for the command ended.
@@ -98,6 +108,7 @@ pub struct RunCommand {
     parent_env: Option<Vec<(OsString, OsString)>>,
     /// Commands the user declared read-only (`[commands] read_only`).
     read_only: ReadOnlyCommands,
+    sandbox: SandboxConfig,
 }
 
 impl RunCommand {
@@ -116,12 +127,19 @@ impl RunCommand {
             .elide_args(&["stdin"]),
             parent_env: None,
             read_only: ReadOnlyCommands::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 
     /// Also run these commands without asking, in the read-only sandbox.
     pub fn with_read_only_commands(mut self, commands: ReadOnlyCommands) -> Self {
         self.read_only = commands;
+        self
+    }
+
+    /// Run commands in `sandbox` instead of the machine's (detected once per process).
+    pub fn with_sandbox(mut self, sandbox: SandboxConfig) -> Self {
+        self.sandbox = sandbox;
         self
     }
 
@@ -147,8 +165,13 @@ impl Tool for RunCommand {
     fn subject(&self, args: &Value, workdir: &Path) -> Subject {
         match CommandCall::from_args(args) {
             Some(call) => {
-                call.subject("run_command", workdir, &self.read_only, None)
-                    .0
+                call.subject(
+                    "run_command",
+                    workdir,
+                    &self.read_only,
+                    self.sandbox.missing().as_deref(),
+                )
+                .0
             }
             None => Subject::new(Access::Changes),
         }
@@ -190,10 +213,23 @@ impl Tool for RunCommand {
                 shell: args.shell.unwrap_or(false),
                 env: args.env.as_ref(),
                 pass_env: args.pass_env.as_deref(),
+                network: args.network.unwrap_or(false),
+                write_paths: args.write_paths.as_deref(),
             },
             parent_env,
         )?;
-        let report = execute(&cx, &prepared, args.stdin, timeout, idle).await?;
+        let read_only =
+            process::judged_read_only(&prepared, args.shell.unwrap_or(false), &self.read_only);
+        let report = execute(
+            &cx,
+            &prepared,
+            &self.sandbox,
+            read_only,
+            args.stdin,
+            timeout,
+            idle,
+        )
+        .await?;
         Ok(ToolOutput::text(report))
     }
 }
@@ -214,12 +250,15 @@ fn spill_target(cx: &ToolContext, stream: &str) -> Option<std::path::PathBuf> {
 async fn execute(
     cx: &ToolContext,
     prepared: &process::Prepared,
+    sandbox: &SandboxConfig,
+    read_only: bool,
     stdin: Option<String>,
     timeout: Duration,
     idle: Duration,
 ) -> Result<String, ToolError> {
     let started = Instant::now();
-    let (mut child, mut group) = process::spawn(prepared, stdin.is_some())?;
+    let (mut child, mut group) = process::spawn(prepared, stdin.is_some(), sandbox, read_only)?;
+    let mut stderr_tail = StderrTail::default();
     let mut pipes = Pipes::take(&mut child);
     let mut stdout = Capture::new("stdout", spill_target(cx, "stdout"));
     let mut stderr = Capture::new("stderr", spill_target(cx, "stderr"));
@@ -249,7 +288,10 @@ async fn execute(
                     feed.push(chunk);
                     match stream {
                         Stream::Stdout => stdout.push(chunk),
-                        Stream::Stderr => stderr.push(chunk),
+                        Stream::Stderr => {
+                            stderr_tail.push(chunk);
+                            stderr.push(chunk);
+                        }
                     }
                 }
             }
@@ -303,6 +345,7 @@ async fn execute(
         }
     }
     feed.flush();
+    let status = status.map(|s| group.reported_status(s));
     let elapsed = started.elapsed();
 
     let mut report = match end {
@@ -336,6 +379,18 @@ async fn execute(
     }
     if abandoned {
         report.push_str("\nnote: a process outside the command's process group still held its output; output after that point was not collected");
+    }
+    if !prepared.write_paths_display.is_empty() {
+        report.push_str(&format!(
+            "\nwrite_paths: {}",
+            prepared.write_paths_display.join(", ")
+        ));
+    }
+    if end == End::Exited
+        && let Some(note) = group.sandbox_note(status, stderr_tail.bytes())
+    {
+        report.push('\n');
+        report.push_str(&note);
     }
     let failed = end != End::Exited || status.is_none_or(|s| !s.success());
     if failed && !prepared.withheld.is_empty() {

@@ -11,14 +11,30 @@ use dispatch_engine::{
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use super::process::looks_secret;
+use super::process::{SandboxConfig, looks_secret};
 use super::{BackgroundCommand, RunCommand};
 use crate::test_support::*;
+use dispatch_sandbox::Sandbox;
 
 const BOTH: &str = "run_command,background_command";
 
 async fn approving() -> Harness {
     let h = Harness::with_confirmer(Arc::new(ApproveAll));
+    h.select("s", BOTH).await;
+    h
+}
+
+/// Approving, with the sandbox off: the process-group tests read the pids a command prints,
+/// which inside the sandbox's PID namespace are not the host's.
+async fn approving_unconfined() -> Harness {
+    let config = crate::ToolsConfig {
+        sandbox: SandboxConfig::new(Arc::new(Sandbox::off())),
+        ..Default::default()
+    };
+    let h = Harness::with_registry(
+        crate::builtin_registry_with(&config).unwrap(),
+        Arc::new(ApproveAll),
+    );
     h.select("s", BOTH).await;
     h
 }
@@ -160,7 +176,7 @@ async fn a_cwd_outside_the_work_directory_is_refused() {
 
 #[tokio::test]
 async fn a_command_that_ignores_sigterm_is_killed_on_timeout() {
-    let h = approving().await;
+    let h = approving_unconfined().await;
     let started = Instant::now();
     let (status, content) = run(
         &h,
@@ -195,7 +211,7 @@ async fn a_command_that_ignores_sigterm_is_killed_on_timeout() {
 
 #[tokio::test]
 async fn every_child_of_the_process_group_is_killed_on_timeout() {
-    let h = approving().await;
+    let h = approving_unconfined().await;
     let (status, content) = run(
         &h,
         json!({
@@ -216,7 +232,7 @@ async fn every_child_of_the_process_group_is_killed_on_timeout() {
 
 #[tokio::test]
 async fn processes_left_behind_after_the_exit_are_stopped_and_do_not_hold_the_call() {
-    let h = approving().await;
+    let h = approving_unconfined().await;
     let started = Instant::now();
     let (status, content) = run(
         &h,
@@ -253,7 +269,7 @@ async fn a_silent_command_stops_at_its_idle_timeout() {
 
 #[tokio::test]
 async fn a_cancelled_round_kills_the_process_group() {
-    let h = approving().await;
+    let h = approving_unconfined().await;
     let marker = h.root().join("pids");
     let req = RoundRequest::new(
         "s",
@@ -858,4 +874,366 @@ async fn review_payloads_are_declined_headless_and_nothing_runs() {
         assert_eq!(status, Status::Declined, "{what}: {content}");
     }
     assert!(!touched.exists(), "a declined payload ran");
+}
+
+/// Whether the machine's sandbox is there; without it the sandbox tests skip with the reason
+/// (and fail when CI requires it).
+fn sandbox_present() -> bool {
+    let sandbox = Sandbox::shared();
+    if sandbox.available() {
+        return true;
+    }
+    let why = format!("{:?}", sandbox.availability());
+    assert!(
+        std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
+        "TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}"
+    );
+    eprintln!("skipped: no OS sandbox on this machine ({why})");
+    false
+}
+
+/// Host processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(marker)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+async fn none_left_within(marker: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while !processes_with(marker).is_empty() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_and_everything_it_started_stop_on_timeout() {
+    if !sandbox_present() {
+        return;
+    }
+    let h = approving().await;
+    let marker = format!("100.{}{}", std::process::id(), rand_id());
+    let started = Instant::now();
+    let (status, content) = run(
+        &h,
+        json!({
+            "argv": ["sh", "-c", format!("trap '' TERM; sleep {marker} & setsid sleep {marker} & sleep {marker}")],
+            "timeout": 1
+        }),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(content.contains("timed out after 1 s"), "{content}");
+    assert!(
+        none_left_within(&format!("sleep {marker}"), Duration::from_secs(3)).await,
+        "{:?} survived",
+        processes_with(&marker)
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+}
+
+#[tokio::test]
+async fn a_cancelled_sandboxed_round_stops_everything() {
+    if !sandbox_present() {
+        return;
+    }
+    let h = approving().await;
+    let marker = format!("101.{}{}", std::process::id(), rand_id());
+    let req = RoundRequest::new(
+        "s",
+        "cancel-sandboxed",
+        Provider::OpenAi,
+        vec![run_tool(
+            "c1",
+            "run_command",
+            json!({"argv": ["sh", "-c", format!("sleep {marker} & sleep {marker}")]}),
+        )],
+    );
+    let cancel = req.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        cancel.cancel();
+    });
+    let _ = h.engine.round(req).await;
+    assert!(none_left_within(&format!("sleep {marker}"), Duration::from_secs(4)).await);
+}
+
+/// Spawns its argv exactly as run_command does for a command judged read-only, whatever the
+/// judgment would say: what a wrong judgment meets.
+struct JudgedReadOnly {
+    spec: dispatch_engine::ToolSpec,
+}
+
+#[async_trait::async_trait]
+impl dispatch_engine::Tool for JudgedReadOnly {
+    fn spec(&self) -> &dispatch_engine::ToolSpec {
+        &self.spec
+    }
+    async fn call(
+        &self,
+        cx: dispatch_engine::ToolContext,
+        args: Value,
+    ) -> Result<dispatch_engine::ToolOutput, dispatch_engine::ToolError> {
+        let argv: Vec<String> = serde_json::from_value(args["argv"].clone()).unwrap();
+        let prepared = super::process::prepare(
+            &cx,
+            super::process::CommandArgs {
+                argv: &argv,
+                cwd: None,
+                shell: false,
+                env: None,
+                pass_env: None,
+                network: false,
+                write_paths: None,
+            },
+            &super::process::process_env(),
+        )?;
+        let (child, group) =
+            super::process::spawn(&prepared, false, &SandboxConfig::default(), true)?;
+        let out = child.wait_with_output().await.unwrap();
+        let note = group
+            .sandbox_note(Some(out.status), &out.stderr)
+            .unwrap_or_default();
+        Ok(dispatch_engine::ToolOutput::text(format!(
+            "{:?}\n{note}\n{}",
+            group.level(),
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+#[tokio::test]
+async fn a_read_only_judgment_that_was_wrong_cannot_write() {
+    if !sandbox_present() {
+        return;
+    }
+    let schema = json!({"type": "object", "properties": {"argv": {"type": "array", "items": {"type": "string"}}}});
+    let spec = dispatch_engine::ToolSpec::new("judged_read_only", "test", schema).read_only();
+    let mut registry = crate::builtin_registry().unwrap();
+    registry
+        .register(Arc::new(JudgedReadOnly { spec }))
+        .unwrap();
+    let h = Harness::with_registry(registry, Arc::new(dispatch_engine::Headless));
+    h.select("s", "judged_read_only").await;
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    for (argv, file) in [
+        (
+            vec!["touch".to_string(), "made.txt".to_string()],
+            h.root().join("made.txt"),
+        ),
+        (
+            vec![
+                "touch".to_string(),
+                outside.path().join("x").display().to_string(),
+            ],
+            outside.path().join("x"),
+        ),
+    ] {
+        let out = h
+            .round(
+                "s",
+                &format!("r-{}", rand_id()),
+                vec![run_tool("c1", "judged_read_only", json!({"argv": argv}))],
+            )
+            .await;
+        let content = &out.results[0].content;
+        assert!(content.contains("Some(ReadOnly)"), "{content}");
+        assert!(
+            content.contains("sandbox: blocked: the read-only sandbox allows no writes"),
+            "{content}"
+        );
+        assert!(content.contains("ask again with write_paths"), "{content}");
+        assert!(!file.exists());
+    }
+}
+
+#[tokio::test]
+async fn a_read_only_command_cannot_read_tooldispatch_files_through_a_link() {
+    if !sandbox_present() {
+        return;
+    }
+    let h = Harness::new();
+    h.select("s", BOTH).await;
+    std::fs::create_dir(h.root().join(".tooldispatch")).unwrap();
+    std::fs::write(h.root().join(".tooldispatch/rules.toml"), "RULES-SECRET").unwrap();
+    std::os::unix::fs::symlink(
+        h.root().join(".tooldispatch/rules.toml"),
+        h.root().join("notes"),
+    )
+    .unwrap();
+    let (status, content) = run(&h, json!({"argv": ["cat", "notes"]})).await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(!content.contains("RULES-SECRET"), "{content}");
+    assert!(content.contains("Permission denied"), "{content}");
+    assert!(content.contains("hidden in the sandbox"), "{content}");
+}
+
+#[tokio::test]
+async fn an_approved_command_writes_in_the_work_dir_and_nowhere_else() {
+    if !sandbox_present() {
+        return;
+    }
+    let h = approving().await;
+    // Not under /tmp: the sandbox's /tmp is its own, which would hide the directory anyway.
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (status, content) = run(
+        &h,
+        json!({
+            "argv": ["sh", "-c", "echo ok > made.txt && mkdir -p out && echo x > out/f && echo no > \"$OUTSIDE/x\""],
+            "env": {"OUTSIDE": outside.path().display().to_string()},
+            "write_paths": ["out"]
+        }),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(
+        content.starts_with("[run_command] exit code 2"),
+        "{content}"
+    );
+    assert!(content.contains("\nwrite_paths: out"), "{content}");
+    assert!(
+        content.contains(
+            "sandbox: blocked: the workspace sandbox allows writes only in the work directory"
+        ),
+        "{content}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.root().join("made.txt")).unwrap(),
+        "ok\n"
+    );
+    assert!(!outside.path().join("x").exists());
+
+    let (status, content) = run(&h, json!({"argv": ["true"], "write_paths": ["../x"]})).await;
+    assert_eq!(status, Status::Failed, "{content}");
+    assert!(
+        content.contains("write_paths: path \"../x\" refused"),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn the_network_is_there_only_when_the_call_asks_for_it() {
+    if !sandbox_present() || !std::path::Path::new("/usr/bin/curl").exists() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\npong");
+        }
+    });
+    let h = approving().await;
+    let url = format!("http://127.0.0.1:{port}/");
+    let (_, content) = run(&h, json!({"argv": ["curl", "-sS", "--max-time", "5", url]})).await;
+    assert!(
+        content.contains("ask again with network: true"),
+        "{content}"
+    );
+    let (_, content) = run(
+        &h,
+        json!({"argv": ["curl", "-sS", "--max-time", "5", url], "network": true}),
+    )
+    .await;
+    assert!(content.ends_with("--- stdout ---\npong"), "{content}");
+}
+
+#[tokio::test]
+async fn relative_path_entries_are_ignored_when_finding_the_program() {
+    let h = approving().await;
+    std::fs::create_dir(h.root().join("bin")).unwrap();
+    std::fs::write(h.root().join("bin/mytool"), "#!/bin/sh\necho planted\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        h.root().join("bin/mytool"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let env = json!({"PATH": "bin:/usr/local/bin:/usr/bin:/bin"});
+    let (status, content) = run(&h, json!({"argv": ["mytool"], "env": env})).await;
+    assert_eq!(status, Status::Failed, "{content}");
+    assert!(
+        content
+            .contains("command not found: \"mytool\" is only in the relative PATH entry \"bin\""),
+        "{content}"
+    );
+    assert!(content.contains("[\"./bin/mytool\"]"), "{content}");
+    let (status, content) = run(&h, json!({"argv": ["./bin/mytool"]})).await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(content.ends_with("planted"), "{content}");
+    // Nested lookups see only the absolute entries.
+    let (_, content) = run(
+        &h,
+        json!({"argv": ["sh", "-c", "echo \"$PATH\""], "env": env}),
+    )
+    .await;
+    assert!(
+        content.ends_with("--- stdout ---\n/usr/local/bin:/usr/bin:/bin"),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn a_background_job_refused_by_the_sandbox_says_so_when_read() {
+    if !sandbox_present() {
+        return;
+    }
+    let h = approving().await;
+    let (status, content) = bg(
+        &h,
+        json!({"mode": "start", "argv": ["sh", "-c", "echo started; echo x > /etc/td-sandbox-probe"]}),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{content}");
+    let id = job_id(&content);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let content = loop {
+        let (_, content) = bg(&h, json!({"mode": "read", "job_id": id, "wait": 2})).await;
+        if content.contains("that is all") || Instant::now() > deadline {
+            break content;
+        }
+    };
+    assert!(content.contains("exit code 2"), "{content}");
+    assert!(
+        content.contains("; sandbox: blocked: the workspace sandbox allows writes only in"),
+        "{content}"
+    );
+    assert!(!std::path::Path::new("/etc/td-sandbox-probe").exists());
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_gets_sigterm_and_its_grace_before_sigkill() {
+    if !sandbox_present() || !Sandbox::shared().cgroups() {
+        eprintln!("skipped: no per-command cgroup, so a sandboxed command is stopped at once");
+        return;
+    }
+    let h = approving().await;
+    let (status, content) = run(
+        &h,
+        json!({
+            "argv": ["sh", "-c", "trap 'echo got-term; exit 0' TERM; echo ready; sleep 100 & wait"],
+            "timeout": 1
+        }),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(content.contains("timed out after 1 s"), "{content}");
+    assert!(content.contains("ready\ngot-term"), "{content}");
 }

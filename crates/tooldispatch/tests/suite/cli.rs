@@ -647,3 +647,64 @@ fn gemini_results_answer_the_name_gemini_called() {
         }}]}])
     );
 }
+
+/// A cloned repository's rules grant nothing: until `tooldispatch trust`, the rules file is
+/// ignored and the turn context says so; trust, --list and --remove manage the list.
+#[test]
+fn a_work_directorys_rules_apply_only_after_the_user_trusts_it() {
+    let td = Td::new();
+    td.untrusted_rules("deny calculate\n");
+    td.round("s", "r", &[], &select("c1", "calculate"));
+    let ran = td.round("s", "r1", &[], &calculate_reply("c2"));
+    assert_eq!(
+        ran,
+        json!([tool_message("c2", &format!("[calculate] {CALCULATED}"))])
+    );
+    let tools = td.cmd(&["tools", "--session", "s"]).output().unwrap();
+    let context = stdout_json(&tools)["turn_context"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        context.ends_with("Note: .tooldispatch/rules in this work directory is ignored until the user trusts the directory (`tooldispatch trust`)."),
+        "{context}"
+    );
+
+    td.bare().arg("trust").arg(td.workdir()).assert().success();
+    let listed = td.bare().args(["trust", "--list"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8(listed.stdout).unwrap(),
+        format!("{}\n", td.workdir().display())
+    );
+    let refused = td.round("s", "r2", &[], &calculate_reply("c3"));
+    assert!(
+        refused[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("refused by the rule `deny calculate`"),
+        "{refused}"
+    );
+
+    td.bare()
+        .args(["trust", "--remove"])
+        .arg(td.workdir())
+        .assert()
+        .success();
+    let again = td.round("s", "r3", &[], &calculate_reply("c4"));
+    assert_eq!(
+        again,
+        json!([tool_message("c4", &format!("[calculate] {CALCULATED}"))])
+    );
+    let output = td
+        .bare()
+        .args(["trust", "--remove"])
+        .arg(td.workdir())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .contains("is not trusted")
+    );
+}

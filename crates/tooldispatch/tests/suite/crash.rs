@@ -103,34 +103,24 @@ fn a_round_killed_mid_write_reports_the_call_interrupted_and_never_reruns_it() {
     assert_eq!(starts.lines().count(), 1, "{starts}");
 }
 
-/// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
-fn ended(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
-}
-
 #[test]
 fn sigterm_cancels_the_round_and_stops_its_command() {
     let td = Td::new();
     let marker = td.workdir().join("child.txt");
     let _cleanup = KillGroups(marker.clone());
     td.round("s", "r1", &[], &select("c1", "run_command"));
+    // Found by its command line: a pid printed inside the sandbox is not the host's.
+    let sleeper = format!("sleep 30.{}1", std::process::id());
     let reply = openai(&[(
         "w1",
         "run_tool",
         run_tool(
             "run_command",
-            json!({"argv": ["sh", "-c", "sleep 30 & echo $! >> child.txt; wait"]}),
+            json!({"argv": ["sh", "-c", format!("{sleeper} & echo $! >> child.txt; wait")]}),
         ),
     )]);
     let mut child = td.spawn_round("s", "r1", &reply);
     wait_for_line(&marker, &mut child);
-    let sleeper = std::fs::read_to_string(&marker).unwrap().trim().to_string();
     std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -140,7 +130,7 @@ fn sigterm_cancels_the_round_and_stops_its_command() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !ended(&sleeper) {
+    while !processes_with(&sleeper).is_empty() {
         assert!(
             Instant::now() < deadline,
             "the command's child {sleeper} outlived the round"

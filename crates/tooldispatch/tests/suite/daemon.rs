@@ -739,15 +739,6 @@ fn a_confirmation_waits_for_a_watcher_and_is_approved_through_the_api() {
     assert_eq!(list["confirmations"], json!([]), "{list}");
 }
 
-/// Whether the process is still there (a zombie waiting to be reaped counts as gone).
-fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 /// A job's own children too: the shell's child `sleep` is what must not outlive the daemon.
 #[test]
 fn shutdown_stops_the_background_jobs_the_daemon_started() {
@@ -755,6 +746,8 @@ fn shutdown_stops_the_background_jobs_the_daemon_started() {
     td.rules("allow background_command\n");
     let marker = td.workdir().join("job.pid");
     let _groups = KillGroups(marker.clone());
+    // Found by its command line: a pid printed inside the sandbox is not the host's.
+    let sleeper = format!("sleep 300.{}2", std::process::id());
     let mut daemon = td.serve("127.0.0.1:0", &[], &[]);
     daemon.post_ok("/v1/sessions/s/rounds", &select("c1", "background_command"));
     let start = openai(&[(
@@ -762,7 +755,7 @@ fn shutdown_stops_the_background_jobs_the_daemon_started() {
         "run_tool",
         run_tool(
             "background_command",
-            json!({"mode": "start", "argv": ["sh", "-c", "sleep 300 & echo $! > job.pid; wait"]}),
+            json!({"mode": "start", "argv": ["sh", "-c", format!("{sleeper} & echo $! > job.pid; wait")]}),
         ),
     )]);
     let results = daemon.post_ok("/v1/sessions/s/rounds", &start);
@@ -771,17 +764,20 @@ fn shutdown_stops_the_background_jobs_the_daemon_started() {
         "{results}"
     );
     wait_for_line(&marker, &daemon);
-    let pid = std::fs::read_to_string(&marker).unwrap().trim().to_string();
-    assert!(alive(&pid), "the job is not running: {}", daemon.stderr());
+    assert!(
+        !processes_with(&sleeper).is_empty(),
+        "the job is not running: {}",
+        daemon.stderr()
+    );
 
     daemon.signal("-TERM");
     let status = daemon.wait_exit(Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "stderr: {}", daemon.stderr());
     let deadline = Instant::now() + WAIT;
-    while alive(&pid) {
+    while !processes_with(&sleeper).is_empty() {
         assert!(
             Instant::now() < deadline,
-            "the background job {pid} outlived the daemon\nstderr: {}",
+            "the background job {sleeper} outlived the daemon\nstderr: {}",
             daemon.stderr()
         );
         std::thread::sleep(Duration::from_millis(50));

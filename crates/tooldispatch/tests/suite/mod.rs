@@ -8,6 +8,7 @@ mod examples;
 mod files;
 mod interactive;
 mod replay;
+mod sandbox;
 mod store;
 pub mod support;
 mod web;

@@ -44,8 +44,15 @@ impl Td {
         self.work.canonicalize().unwrap()
     }
 
-    /// Write `<workdir>/.tooldispatch/rules`.
+    /// Write `<workdir>/.tooldispatch/rules` and trust the work directory
+    /// (`tooldispatch trust`), so the rules apply.
     pub fn rules(&self, text: &str) {
+        self.untrusted_rules(text);
+        self.bare().arg("trust").arg(&self.work).assert().success();
+    }
+
+    /// Write `<workdir>/.tooldispatch/rules` without trusting the work directory.
+    pub fn untrusted_rules(&self, text: &str) {
         let dir = self.work.join(".tooldispatch");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("rules"), text).unwrap();
@@ -302,10 +309,15 @@ pub struct KillGroups(pub PathBuf);
 
 impl Drop for KillGroups {
     fn drop(&mut self) {
+        // A sandboxed command prints pids of its own PID namespace, which name unrelated host
+        // processes: only a group whose leader runs in the marker's directory is ours (the
+        // sandbox dies with the dispatcher anyway).
+        let dir = self.0.parent().and_then(|d| d.canonicalize().ok());
         if let Ok(text) = std::fs::read_to_string(&self.0) {
             for pid in text
                 .split_whitespace()
                 .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+                .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).ok() == dir)
             {
                 let _ = std::process::Command::new("kill")
                     .args(["-9", "--", &format!("-{pid}")])
@@ -314,6 +326,23 @@ impl Drop for KillGroups {
             }
         }
     }
+}
+
+/// Host processes whose command line contains `marker` (pids printed inside the sandbox are
+/// of its own PID namespace, so tests find their processes by a marker instead).
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(marker)
+        {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Exit 0, stdout one JSON document.
