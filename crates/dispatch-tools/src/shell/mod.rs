@@ -6,6 +6,7 @@
 
 mod background_command;
 mod capture;
+mod git;
 mod jobs;
 pub mod process;
 pub mod readonly;

@@ -96,8 +96,13 @@ pub fn judged_read_only(
     if shell || prepared.network || !prepared.write_paths.is_empty() {
         return false;
     }
+    let skip = if prepared.hardened {
+        super::git::overrides().len()
+    } else {
+        0
+    };
     let argv: Vec<String> = std::iter::once(prepared.named.clone())
-        .chain(prepared.args.iter().cloned())
+        .chain(prepared.args.iter().skip(skip).cloned())
         .collect();
     super::readonly::judge(&argv, &prepared.cwd, &prepared.workdir, extra).read_only
 }
@@ -134,6 +139,8 @@ pub struct Prepared {
     /// The program as the model named it (`./script.sh`, not the path it was resolved to), so
     /// a message suggests an argv the model can send back as it is.
     named: String,
+    /// git's config overrides lead `args` (they are not the model's words).
+    hardened: bool,
     args: Vec<String>,
     pub cwd: PathBuf,
     /// The working directory relative to the work directory, for messages.
@@ -207,6 +214,7 @@ pub fn prepare(
     env.retain(|(n, _)| n != "PATH");
     env.push(("PATH".into(), absolute_path_entries(&path)));
 
+    let mut hardened = false;
     let (program, rest): (PathBuf, Vec<String>) = if args.shell {
         let line = args.argv.first().cloned().unwrap_or_default();
         ("/bin/sh".into(), vec!["-c".to_string(), line])
@@ -236,9 +244,22 @@ pub fn prepare(
     } else {
         args.argv.first().cloned().unwrap_or_default()
     };
+    // git never runs what the repository's own config names (see `git.rs`).
+    let mut rest = rest;
+    if !args.shell && super::git::is_git(&program) {
+        rest.splice(0..0, super::git::overrides());
+        hardened = true;
+    }
+    if hardened {
+        for (name, value) in super::git::ENV {
+            env.retain(|(n, _)| n != name);
+            env.push((name.into(), value.into()));
+        }
+    }
     Ok(Prepared {
         program,
         named,
+        hardened,
         args: rest,
         cwd,
         cwd_display,

@@ -1065,8 +1065,9 @@ async fn a_read_only_command_cannot_read_tooldispatch_files_through_a_link() {
     if !sandbox_present() {
         return;
     }
-    let h = Harness::new();
-    h.select("s", BOTH).await;
+    // The gate asks first (the link resolves into .tooldispatch); approved past that question,
+    // the sandbox still hides the file: each layer holds when the one before it failed.
+    let h = approving().await;
     std::fs::create_dir(h.root().join(".tooldispatch")).unwrap();
     std::fs::write(h.root().join(".tooldispatch/rules.toml"), "RULES-SECRET").unwrap();
     std::os::unix::fs::symlink(
@@ -1236,4 +1237,45 @@ async fn a_sandboxed_command_gets_sigterm_and_its_grace_before_sigkill() {
     assert_eq!(status, Status::Ok, "{content}");
     assert!(content.contains("timed out after 1 s"), "{content}");
     assert!(content.contains("ready\ngot-term"), "{content}");
+}
+
+/// A repository's own config cannot make git run a program: the review's `core.fsmonitor`
+/// (and a pager and a hook) in `.git/config` are neutralised on every git a command starts,
+/// read-only or approved.
+#[tokio::test]
+async fn a_repositorys_fsmonitor_pager_and_hooks_never_run() {
+    let h = approving().await;
+    let root = h.root().to_path_buf();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    let marker = root.join("ran");
+    let planted = format!("touch {}", marker.display());
+    git(&["config", "core.fsmonitor", &planted]);
+    git(&["config", "core.pager", &planted]);
+    std::fs::create_dir_all(root.join("hooks")).unwrap();
+    std::fs::write(root.join("hooks/pre-commit"), format!("#!/bin/sh\n{planted}\n")).unwrap();
+    std::fs::set_permissions(
+        root.join("hooks/pre-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    git(&["config", "core.hooksPath", "hooks"]);
+    for argv in [
+        json!(["git", "status"]),
+        json!(["git", "-P", "log"]),
+        json!(["git", "add", "a.txt"]),
+        json!(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]),
+    ] {
+        let (status, content) = run(&h, json!({"argv": argv})).await;
+        assert_eq!(status, Status::Ok, "{argv}: {content}");
+        assert!(!marker.exists(), "{argv} ran the repository's program: {content}");
+    }
 }
