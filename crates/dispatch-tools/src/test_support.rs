@@ -46,6 +46,22 @@ impl Harness {
         )
     }
 
+    /// A harness whose work directory has these `.tooldispatch/rules` and is trusted.
+    #[allow(dead_code)]
+    pub fn with_rules(
+        registry: dispatch_engine::Registry,
+        confirmer: Arc<dyn Confirmer>,
+        rules: &str,
+    ) -> Self {
+        Self::build_in(
+            registry,
+            confirmer,
+            dispatch_store::open("memory:").unwrap(),
+            None,
+            Some(rules),
+        )
+    }
+
     /// The harness over `store` (one with a manual clock, for cache ages) and, when given, a
     /// concurrency bound of `max_concurrent`.
     pub fn build(
@@ -54,9 +70,24 @@ impl Harness {
         store: Arc<dyn Store>,
         max_concurrent: Option<usize>,
     ) -> Self {
+        Self::build_in(registry, confirmer, store, max_concurrent, None)
+    }
+
+    fn build_in(
+        registry: dispatch_engine::Registry,
+        confirmer: Arc<dyn Confirmer>,
+        store: Arc<dyn Store>,
+        max_concurrent: Option<usize>,
+        rules: Option<&str>,
+    ) -> Self {
         let workdir = tempfile::tempdir().unwrap();
         let data_dir = tempfile::tempdir().unwrap();
         let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
+        if let Some(rules) = rules {
+            std::fs::create_dir_all(workdir.path().join(".tooldispatch")).unwrap();
+            std::fs::write(workdir.path().join(".tooldispatch/rules"), rules).unwrap();
+            config.trust_workdir = true;
+        }
         config.data_dir = Some(data_dir.path().canonicalize().unwrap());
         if let Some(n) = max_concurrent {
             config.max_concurrent = n;

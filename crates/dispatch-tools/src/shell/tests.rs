@@ -870,8 +870,13 @@ async fn review_payloads_are_declined_headless_and_nothing_runs() {
         ),
     ];
     for (what, args) in cases {
-        let (status, content) = run(&h, args).await;
+        let (status, content) = run(&h, args.clone()).await;
         assert_eq!(status, Status::Declined, "{what}: {content}");
+        // background_command start judges the same argv the same way.
+        let mut start = args;
+        start["mode"] = json!("start");
+        let (status, content) = bg(&h, start).await;
+        assert_eq!(status, Status::Declined, "background {what}: {content}");
     }
     assert!(!touched.exists(), "a declined payload ran");
 }
@@ -1261,7 +1266,11 @@ async fn a_repositorys_fsmonitor_pager_and_hooks_never_run() {
     git(&["config", "core.fsmonitor", &planted]);
     git(&["config", "core.pager", &planted]);
     std::fs::create_dir_all(root.join("hooks")).unwrap();
-    std::fs::write(root.join("hooks/pre-commit"), format!("#!/bin/sh\n{planted}\n")).unwrap();
+    std::fs::write(
+        root.join("hooks/pre-commit"),
+        format!("#!/bin/sh\n{planted}\n"),
+    )
+    .unwrap();
     std::fs::set_permissions(
         root.join("hooks/pre-commit"),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
@@ -1272,10 +1281,65 @@ async fn a_repositorys_fsmonitor_pager_and_hooks_never_run() {
         json!(["git", "status"]),
         json!(["git", "-P", "log"]),
         json!(["git", "add", "a.txt"]),
-        json!(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]),
+        json!([
+            "git",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "x"
+        ]),
     ] {
         let (status, content) = run(&h, json!({"argv": argv})).await;
         assert_eq!(status, Status::Ok, "{argv}: {content}");
-        assert!(!marker.exists(), "{argv} ran the repository's program: {content}");
+        assert!(
+            !marker.exists(),
+            "{argv} ran the repository's program: {content}"
+        );
     }
+}
+
+/// Review finding: `allow run_command(git status **)` plus `env` setting core.fsmonitor (and
+/// `pass_env` leaking a variable) ran code. A call that sets or passes variables asks unless
+/// the rule names them.
+#[tokio::test]
+async fn an_allow_rule_does_not_let_unnamed_environment_variables_through() {
+    let h = Harness::with_rules(
+        crate::builtin_registry().unwrap(),
+        Arc::new(dispatch_engine::Headless),
+        "allow run_command(git status **)\nallow run_command(git log **) env(GIT_PAGER)\n",
+    );
+    h.select("s", BOTH).await;
+    let root = h.root().to_path_buf();
+    assert!(
+        std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&root)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let marker = root.join("ran");
+    let cases = [
+        (
+            json!({"argv": ["git", "status", "-s"], "env": {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": format!("touch {}", marker.display())}}),
+            Status::Declined,
+        ),
+        (
+            json!({"argv": ["git", "status", "-s"], "pass_env": ["HOME"]}),
+            Status::Declined,
+        ),
+        (
+            json!({"argv": ["git", "log", "-n1"], "env": {"GIT_PAGER": "cat"}}),
+            Status::Ok,
+        ),
+        (json!({"argv": ["git", "status", "-s"]}), Status::Ok),
+    ];
+    for (args, want) in cases {
+        let (status, content) = run(&h, args.clone()).await;
+        assert_eq!(status, want, "{args}: {content}");
+    }
+    assert!(!marker.exists());
 }

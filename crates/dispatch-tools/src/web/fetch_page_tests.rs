@@ -974,3 +974,50 @@ async fn reading_never_asks_and_saving_into_the_work_directory_does() {
     assert_eq!(statuses, vec![Status::Ok, Status::Ok, Status::Declined]);
     assert!(!h.root().join("page.md").exists());
 }
+
+/// Review finding: fetch_page's URL parameter is `link`, the old gate only read `url`, so
+/// `deny fetch_page(…)` never fired. The tool now declares its URL; the rule refuses it.
+#[tokio::test]
+async fn a_deny_rule_on_the_page_url_refuses_fetch_page() {
+    let (server, hits) = counting_server().await;
+    let h = Harness::with_rules(
+        web_registry(&[server.host_port()]),
+        Arc::new(Headless),
+        &format!(
+            "deny fetch_page(http://{}/blocked/**)\n",
+            server.host_port()
+        ),
+    );
+    h.select("s", TOOLS).await;
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![
+                run_tool(
+                    "no",
+                    "fetch_page",
+                    json!({"link": server.url("/blocked/p")}),
+                ),
+                run_tool("yes", "fetch_page", json!({"link": server.url("/p")})),
+            ],
+        )
+        .await;
+    let statuses: Vec<Status> = out.results.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        vec![Status::Refused, Status::Ok],
+        "{}",
+        out.results[0].content
+    );
+    assert!(
+        out.results[0]
+            .content
+            .contains("refused by the rule `deny fetch_page(")
+    );
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "only the allowed page was fetched"
+    );
+}

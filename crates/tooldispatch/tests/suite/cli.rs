@@ -708,3 +708,54 @@ fn a_work_directorys_rules_apply_only_after_the_user_trusts_it() {
             .contains("is not trusted")
     );
 }
+
+/// Review finding: with the work directory at `$HOME`, a read-only `tail` read other
+/// sessions' data from the store. The store, its key and tooldispatch's config are the
+/// dispatcher's own files: a call that names one asks (headless: declined), and the OS
+/// sandbox hides them besides.
+#[test]
+fn a_command_naming_the_store_or_its_key_asks_even_when_the_store_is_in_the_work_dir() {
+    let td = Td::new();
+    // The work directory is the parent of the store, as `$HOME` is of the default store.
+    let home = td.workdir().parent().unwrap().to_path_buf();
+    let store = format!("sqlite:{}", home.join("store.db").display());
+    let run = |reply: &str| {
+        let output = td
+            .bare()
+            .args([
+                "round",
+                "--session",
+                "s",
+                "--run",
+                "r",
+                "--store",
+                &store,
+                "--workdir",
+            ])
+            .arg(&home)
+            .write_stdin(reply.to_string())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        stdout_json(&output)
+    };
+    run(&select("c1", "run_command"));
+    for (id, file) in [
+        ("c2", "store.db"),
+        ("c3", "store.db.key"),
+        ("c4", "store.db-wal"),
+    ] {
+        let out = run(&openai(&[(
+            id,
+            "run_tool",
+            json!({"name": "run_command", "args": {"argv": ["tail", "-c", "+1", file]}}),
+        )]));
+        let content = out[0]["content"].as_str().unwrap();
+        assert!(
+            (content.contains("which holds tooldispatch's own rules, store or keys")
+                || content.contains("the sensitive path store.db.key"))
+                && content.contains("no one is available to approve it"),
+            "{file}: {content}"
+        );
+    }
+}
