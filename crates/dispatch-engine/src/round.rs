@@ -52,8 +52,8 @@ pub struct EngineConfig {
     /// permissions.
     pub trust_workdir: bool,
     /// Paths every call that touches them must ask about, even under "allow for this turn":
-    /// the data directory, the store and its key. The work directory's `.tooldispatch/` is
-    /// always added.
+    /// the store and its key, tooldispatch's config directory. The work directory's
+    /// `.tooldispatch/` (resolved) is always added.
     pub protected: Vec<PathBuf>,
     /// Bytes of spilled output one session keeps (over-budget results; see [`crate::spill`]).
     pub spill_quota: u64,

@@ -119,6 +119,7 @@ impl RoundCx<'_> {
             error_memory: engine.error_memory.clone(),
             chat_history: engine.chat_history.clone(),
             result_budget: engine.config.result_budget,
+            spill_quota: engine.config.spill_quota,
             secrets: self.tool_secrets.clone(),
             user: engine.confirmer.clone(),
         };

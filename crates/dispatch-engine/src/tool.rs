@@ -159,6 +159,9 @@ pub struct ToolContext {
     /// The bytes of result text pass 3 keeps before shaping (head, tail and error lines, the
     /// rest spilled). A tool that can page (read_files) fits its answer to it instead.
     pub result_budget: usize,
+    /// Bytes of spilled output the session keeps (results and command output); older spills
+    /// are removed to stay under it.
+    pub spill_quota: u64,
     /// The stored secrets (`{{secret:NAME}}` in arguments, store_secret); `None` when the
     /// engine has none.
     pub secrets: Option<ToolSecrets>,

@@ -9,6 +9,7 @@
 //! ```toml
 //! store = "sqlite:/var/lib/tooldispatch/store.db"   # or redis://10.0.0.5:6379/0, memory:
 //! max_concurrent = 4
+//! spill_quota_mib = 1024                            # spilled output one session keeps on disk
 //!
 //! [commands]
 //! read_only = ["npm test", "cargo check"]            # run_command without asking
@@ -46,6 +47,9 @@ pub struct Config {
     pub store: Option<String>,
     /// The concurrency bound for concurrent calls.
     pub max_concurrent: Option<usize>,
+    /// MiB of spilled output (long results, command output) one session keeps on disk; the
+    /// oldest spills are removed past it (default 1024).
+    pub spill_quota_mib: Option<u64>,
     #[serde(default)]
     pub commands: Commands,
     #[serde(default)]
@@ -193,7 +197,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n",
+            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n",
         )
         .unwrap();
         assert_eq!(
@@ -201,6 +205,7 @@ mod tests {
             Config {
                 store: Some("memory:".into()),
                 max_concurrent: Some(4),
+                spill_quota_mib: Some(64),
                 commands: Commands {
                     read_only: vec!["npm test".into()]
                 },

@@ -195,6 +195,9 @@ pub fn build(
     config_engine.data_dir = Some(data_dir());
     config_engine.trust_workdir = crate::trust::is_trusted(&workdir);
     config_engine.protected = protected_paths(common.store.as_deref().or(default_store), config);
+    if let Some(mib) = config.spill_quota_mib {
+        config_engine.spill_quota = mib.saturating_mul(1024 * 1024);
+    }
     if let Some(n) = common.max_concurrent.or(config.max_concurrent) {
         if n == 0 {
             return Err(CliError::input("--max-concurrent must be at least 1"));

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use dispatch_engine::Progress;
-use dispatch_engine::spill::{self, DEFAULT_SPILL_QUOTA};
+use dispatch_engine::spill;
 
 use super::process::private_dir;
 
@@ -72,8 +72,9 @@ enum Spill {
 impl Capture {
     /// A capture of stream `name` that spills to `spill_to` when it outgrows memory, within
     /// the default spill quota.
+    #[cfg(test)]
     pub fn new(name: &'static str, spill_to: Option<PathBuf>) -> Capture {
-        Capture::with_quota(name, spill_to, DEFAULT_SPILL_QUOTA)
+        Capture::with_quota(name, spill_to, spill::DEFAULT_SPILL_QUOTA)
     }
 
     /// A capture whose spill counts against a session spill quota of `quota` bytes.

@@ -260,8 +260,8 @@ async fn execute(
     let (mut child, mut group) = process::spawn(prepared, stdin.is_some(), sandbox, read_only)?;
     let mut stderr_tail = StderrTail::default();
     let mut pipes = Pipes::take(&mut child);
-    let mut stdout = Capture::new("stdout", spill_target(cx, "stdout"));
-    let mut stderr = Capture::new("stderr", spill_target(cx, "stderr"));
+    let mut stdout = Capture::with_quota("stdout", spill_target(cx, "stdout"), cx.spill_quota);
+    let mut stderr = Capture::with_quota("stderr", spill_target(cx, "stderr"), cx.spill_quota);
     let mut feed = ProgressFeed::new(cx.progress.clone());
     let mut stdin_write = std::pin::pin!(write_stdin(child.stdin.take(), stdin));
     let mut stdin_done = false;
