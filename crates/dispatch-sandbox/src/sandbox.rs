@@ -317,12 +317,59 @@ impl Sandbox {
                 "/tmp",
             ],
         );
+        // Without the network, no socket file either: a read-only mount does not stop
+        // connect(2) to a Unix socket, and the services listening under /run (databases,
+        // D-Bus, the name service, container daemons) would take writes or reach out for the
+        // command. With the network the call was approved for that, and DNS may live there.
+        if !policy.network_allowed() {
+            for run in ["/run", "/var/run"] {
+                let Ok(real) = Path::new(run).canonicalize() else {
+                    continue;
+                };
+                let needed = workdir.starts_with(&real) || cwd.starts_with(&real);
+                if real.is_dir() && real.as_path() == Path::new(run) && !needed {
+                    one(out, "--tmpfs", &real);
+                }
+            }
+        }
         // The work dir is bound again after /tmp's tmpfs, which would cover one inside /tmp.
         if policy.level == Level::ReadOnly {
             path_arg(out, "--ro-bind", &workdir, &workdir);
         }
         for path in &writable {
             path_arg(out, "--bind", path, path);
+        }
+        // In the workspace, git's own executable config stays read-only: a command that
+        // wrote `core.fsmonitor` or a hook there would have it run later by the user's own
+        // git, outside any sandbox. A write path naming them lifts this.
+        if policy.level == Level::Workspace {
+            for guarded in [".git/config", ".git/hooks"] {
+                let path = workdir.join(guarded);
+                let named = policy
+                    .write_paths
+                    .iter()
+                    .any(|w| path.starts_with(w) && *w != workdir);
+                if !named
+                    && std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink())
+                {
+                    path_arg(out, "--ro-bind", &path, &path);
+                }
+            }
+        }
+        // A hidden path that does not exist yet but could be made in a writable place (the
+        // work directory's `.tooldispatch/`, a data directory inside the work directory) is
+        // made now, empty, so that it is masked like any other: otherwise the command could
+        // create it and write there.
+        for hidden in &policy.hidden {
+            if std::fs::symlink_metadata(hidden).is_err()
+                && writable.iter().any(|w| hidden.starts_with(w))
+            {
+                use std::os::unix::fs::DirBuilderExt;
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(hidden);
+            }
         }
         // A temp-dir cleaner may have removed the placeholder since detection: make it again,
         // or fall back to /dev/null (reads as empty) rather than fail every command.

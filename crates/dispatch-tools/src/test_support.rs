@@ -178,3 +178,19 @@ pub fn events_of<'a, E: Borrow<Event>>(events: &'a [E], kind: &str) -> Vec<&'a E
         .map(|e| &e.kind)
         .collect()
 }
+
+/// Whether the machine's sandbox is there; without it the sandbox tests skip with the reason
+/// (and fail when CI requires it).
+pub fn sandbox_present() -> bool {
+    let sandbox = dispatch_sandbox::Sandbox::shared();
+    if sandbox.available() {
+        return true;
+    }
+    let why = format!("{:?}", sandbox.availability());
+    assert!(
+        std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
+        "TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}"
+    );
+    eprintln!("skipped: no OS sandbox on this machine ({why})");
+    false
+}

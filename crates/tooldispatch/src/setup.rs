@@ -30,11 +30,7 @@ fn protected_paths(option: Option<&str>, config: &Config) -> Vec<PathBuf> {
         .into_iter()
         .collect();
     if let Some(file) = url.strip_prefix("sqlite:").filter(|f| !f.is_empty()) {
-        paths.extend(
-            ["", "-wal", "-shm", ".key"]
-                .iter()
-                .map(|suffix| PathBuf::from(format!("{file}{suffix}"))),
-        );
+        paths.extend(store_files(Path::new(file)));
     }
     paths
 }
@@ -143,12 +139,22 @@ pub fn sandbox_config(
     };
     let mut hidden = vec![data_dir()];
     if let Some(file) = store_file {
-        let mut key = file.clone().into_os_string();
-        key.push(".key");
-        hidden.push(key.into());
-        hidden.push(file);
+        hidden.extend(store_files(&file));
     }
     sandbox.with_hidden(hidden)
+}
+
+/// A SQLite store's file and every file beside it that holds its data or its key: the gate
+/// asks about each, and the sandbox hides each.
+fn store_files(file: &Path) -> Vec<PathBuf> {
+    ["", "-wal", "-shm", "-journal", ".key"]
+        .iter()
+        .map(|suffix| {
+            let mut name = file.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .collect()
 }
 
 /// The SQLite file a store URL names, if any.

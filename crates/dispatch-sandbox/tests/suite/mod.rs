@@ -1,3 +1,4 @@
 mod fixture;
 mod properties;
+mod review;
 mod table;

@@ -9,6 +9,9 @@
 
 /// `-c` overrides placed right after the program name.
 const OVERRIDES: &[&str] = &[
+    // A cloned repository may carry a bare repository as ordinary files, with a config of its
+    // own (textconv drivers, ...); git then finds it when run inside that directory.
+    "safe.bareRepository=explicit",
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",
     "core.pager=cat",

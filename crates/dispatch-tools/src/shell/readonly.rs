@@ -6,6 +6,11 @@
 //! operand outside the work directory, or a program named by a path outside the system's own
 //! directories makes the call "not read-only", and then it asks. A wrong "read-only" can still
 //! do no harm: the call runs in the read-only sandbox (no writes, no network, secrets hidden).
+//!
+//! Options that make a program open files the call does not name are left out, because the
+//! gate can only judge the files it is told about: recursion (`diff -r`, `diff -N` across
+//! directories), following links out of a tree (`ls -L`, `du -L`), and lists of files read
+//! from a file (`file -f`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -153,7 +158,7 @@ fn program_options(bin: &str) -> Option<Options> {
             ],
         ),
         "ls" => Options {
-            short: "aAbBcCdfFgGhHiklLmnNopqQrRsStuUvxXZ1",
+            short: "aAbBcCdfFgGhHiklmnNopqQrRsStuUvxXZ1",
             short_value: &[('I', Value::Text), ('w', Value::Text), ('T', Value::Text)],
             long: &[
                 "--all",
@@ -165,7 +170,6 @@ fn program_options(bin: &str) -> Option<Options> {
                 "--classify",
                 "--directory",
                 "--inode",
-                "--dereference",
                 "--numeric-uid-gid",
                 "--group-directories-first",
                 "--sort=",
@@ -185,7 +189,6 @@ fn program_options(bin: &str) -> Option<Options> {
         "file" => Options {
             short: "bcdEhiklLNnprsSz0",
             short_value: &[
-                ('f', Value::File),
                 ('m', Value::File),
                 ('e', Value::Text),
                 ('F', Value::Text),
@@ -206,7 +209,7 @@ fn program_options(bin: &str) -> Option<Options> {
                 "--apple",
                 "--exclude=",
             ],
-            long_file: &["--files-from", "--magic-file"],
+            long_file: &["--magic-file"],
             ..files("", &[], &[])
         },
         "stat" => Options {
@@ -253,7 +256,7 @@ fn program_options(bin: &str) -> Option<Options> {
             files("btz", &[], &["--binary", "--text", "--tag", "--zero"])
         }
         "du" => Options {
-            short: "0abcDHhklLmsSx",
+            short: "0abcDHhkmsSx",
             short_value: &[('d', Value::Text), ('t', Value::Text), ('B', Value::Text)],
             long: &[
                 "--all",
@@ -269,7 +272,6 @@ fn program_options(bin: &str) -> Option<Options> {
                 "--one-file-system",
                 "--separate-dirs",
                 "--count-links",
-                "--dereference",
                 "--time",
             ],
             ..files("", &[], &[])
@@ -294,7 +296,7 @@ fn program_options(bin: &str) -> Option<Options> {
             ..files("", &[], &[])
         },
         "diff" => Options {
-            short: "abBdeEiNpqrsStTuwy",
+            short: "abBdeEipqsStTuwy",
             short_value: &[
                 ('U', Value::Text),
                 ('C', Value::Text),
@@ -308,9 +310,6 @@ fn program_options(bin: &str) -> Option<Options> {
                 "--unified=?",
                 "--context=?",
                 "--side-by-side",
-                "--recursive",
-                "--new-file",
-                "--unidirectional-new-file",
                 "--ignore-case",
                 "--ignore-all-space",
                 "--ignore-space-change",
@@ -856,6 +855,12 @@ mod tests {
             &["git", "push"],
             // A value glued to a short option is a separate argument: the file is judged.
             &["date", "-f/dev/zero"],
+            // The review's second class: options that open files the call does not name.
+            &["diff", "-rN", "cfg", "empty"],
+            &["diff", "--recursive", "a", "b"],
+            &["file", "-f", "list"],
+            &["ls", "-RL", "."],
+            &["du", "-L", "."],
             &["file", "-f/outside/x"],
             &["date", "-s", "2020-01-01"],
             &["date", "010100002020"],

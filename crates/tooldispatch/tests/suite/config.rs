@@ -109,6 +109,10 @@ fn a_mistake_in_the_config_file_is_bad_input_naming_file_key_and_line() {
 
 #[test]
 fn read_only_commands_from_the_config_file_run_without_asking() {
+    // Without a sandbox nothing runs without asking, so there is nothing to show.
+    if !sandbox_present() {
+        return;
+    }
     let td = Td::new();
     let reply = |id: &str| {
         openai(&[(
@@ -124,7 +128,9 @@ fn read_only_commands_from_the_config_file_run_without_asking() {
     assert_eq!(out["results"][0]["status"], "declined", "{out}");
     assert!(!td.workdir().join("made-by-touch").exists());
 
-    // The user declares it read-only in the config file: it runs without a confirmer.
+    // The user declares it read-only in the config file: it runs without a confirmer, in the
+    // read-only sandbox, which holds the user to the word: the file is not made, and the
+    // result says why and what to do.
     let config = td.file("config.toml", "[commands]\nread_only = [\"touch\"]\n");
     let out = td.report(
         "s",
@@ -133,5 +139,10 @@ fn read_only_commands_from_the_config_file_run_without_asking() {
         &reply("c2"),
     );
     assert_eq!(out["results"][0]["status"], "ok", "{out}");
-    assert!(td.workdir().join("made-by-touch").exists());
+    assert!(!td.workdir().join("made-by-touch").exists());
+    let content = out["results"][0]["content"].as_str().unwrap();
+    assert!(
+        content.contains("sandbox: blocked: the read-only sandbox allows no writes"),
+        "{content}"
+    );
 }

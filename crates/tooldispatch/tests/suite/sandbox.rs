@@ -4,20 +4,6 @@ use serde_json::Value;
 
 use super::support::*;
 
-fn sandbox_present() -> bool {
-    let sandbox = dispatch_sandbox::Sandbox::shared();
-    if sandbox.available() {
-        return true;
-    }
-    let why = format!("{:?}", sandbox.availability());
-    assert!(
-        std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
-        "TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}"
-    );
-    eprintln!("skipped: no OS sandbox on this machine ({why})");
-    false
-}
-
 #[test]
 fn sandbox_prints_the_mechanism_limits_and_hidden_paths() {
     let td = Td::new();
