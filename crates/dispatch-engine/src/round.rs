@@ -726,7 +726,7 @@ impl RoundCx<'_> {
             run: self.req.run.clone(),
             tool_call_id: slot.id.to_string(),
             tool: ask_name.to_string(),
-            state: args.get("state").cloned().unwrap_or(Value::Null),
+            state: tool.parked_state(&args),
             args,
             questions,
             tool_results: Vec::new(),

@@ -44,10 +44,14 @@ pub trait Tool: Send + Sync + 'static {
 
     /// A tool that needs the user (`spec().asks_user`): the questions a call with these
     /// arguments puts to them when the run parks instead (ask_user's own `questions`).
-    fn questions(&self, args: &Value) -> Vec<Question> {
-        args.get("questions")
-            .and_then(|q| serde_json::from_value(q.clone()).ok())
-            .unwrap_or_default()
+    fn questions(&self, _args: &Value) -> Vec<Question> {
+        Vec::new()
+    }
+
+    /// A tool that needs the user: what the model said about its progress when the run
+    /// parked (ask_user's `state`), kept with the pending task for whoever answers.
+    fn parked_state(&self, _args: &Value) -> Value {
+        Value::Null
     }
 
     /// Finish a parked call with the user's answers, one per question in order. Only tools

@@ -141,6 +141,17 @@ impl Tool for TestTool {
         &self.spec
     }
 
+    /// A test tool that asks the user takes ask_user's `questions` and `state`.
+    fn questions(&self, args: &Value) -> Vec<dispatch_engine::Question> {
+        args.get("questions")
+            .and_then(|q| serde_json::from_value(q.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    fn parked_state(&self, args: &Value) -> Value {
+        args.get("state").cloned().unwrap_or(Value::Null)
+    }
+
     fn subject(&self, args: &Value, workdir: &Path) -> Subject {
         let access = match self.spec.gate {
             Gate::ReadOnly | Gate::Interactive => Access::Reads,

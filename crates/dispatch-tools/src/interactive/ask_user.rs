@@ -93,6 +93,10 @@ impl Tool for AskUser {
         &self.spec
     }
 
+    fn parked_state(&self, args: &Value) -> Value {
+        args.get("state").cloned().unwrap_or(Value::Null)
+    }
+
     fn questions(&self, args: &Value) -> Vec<Question> {
         let Ok(args) = serde_json::from_value::<AskUserArgs>(args.clone()) else {
             return Vec::new();
