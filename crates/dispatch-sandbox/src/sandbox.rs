@@ -164,6 +164,16 @@ impl Sandbox {
         Sandbox::detect(Mode::Off)
     }
 
+    /// No sandbox can be set up, for `reason` (a platform an embedder knows has none; tests of
+    /// what happens then).
+    pub fn unavailable(reason: impl Into<String>) -> Sandbox {
+        let mut sandbox = Sandbox::off();
+        sandbox.availability = Availability::Unavailable {
+            reason: reason.into(),
+        };
+        sandbox
+    }
+
     pub fn availability(&self) -> &Availability {
         &self.availability
     }

@@ -1343,3 +1343,34 @@ async fn an_allow_rule_does_not_let_unnamed_environment_variables_through() {
     }
     assert!(!marker.exists());
 }
+
+/// Where no sandbox can be set up, a command that would have run without asking asks, with
+/// the reason; with `[sandbox] mode = "off"` (the user's own choice) it runs as before.
+#[tokio::test]
+async fn without_a_sandbox_a_read_only_command_asks_with_the_reason() {
+    let headless = |sandbox: Sandbox| {
+        let config = crate::ToolsConfig {
+            sandbox: SandboxConfig::new(Arc::new(sandbox)),
+            ..Default::default()
+        };
+        Harness::with_registry(
+            crate::builtin_registry_with(&config).unwrap(),
+            Arc::new(dispatch_engine::Headless),
+        )
+    };
+    let h = headless(Sandbox::unavailable("bubblewrap is not installed"));
+    h.select("s", BOTH).await;
+    std::fs::write(h.root().join("a.txt"), "hello\n").unwrap();
+    let (status, content) = run(&h, json!({"argv": ["cat", "a.txt"]})).await;
+    assert_eq!(status, Status::Declined, "{content}");
+    assert!(
+        content.contains("only reads, but no OS sandbox is available here to hold it to that (bubblewrap is not installed)"),
+        "{content}"
+    );
+    let h = headless(Sandbox::off());
+    h.select("s", BOTH).await;
+    std::fs::write(h.root().join("a.txt"), "hello\n").unwrap();
+    let (status, content) = run(&h, json!({"argv": ["cat", "a.txt"]})).await;
+    assert_eq!(status, Status::Ok, "{content}");
+    assert!(content.contains("hello"), "{content}");
+}
