@@ -328,7 +328,6 @@ const RUNLEN_CALLS: usize = 4;
 /// round of `--at` and its ratio to the first. One JSON line per store: `--store` (several
 /// separated by commas), else memory: and a SQLite file in a temp dir.
 async fn bench_runlen(args: &BenchArgs) -> Result<(), CliError> {
-    let failed = |e: String| CliError::failed(e);
     // A directory of this process's own for the default SQLite file, removed at the end.
     let dir = std::env::temp_dir().join(format!("tooldispatch-runlen-{}", std::process::id()));
     let stores: Vec<String> = match &args.store {
