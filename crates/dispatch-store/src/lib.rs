@@ -2,7 +2,8 @@
 //! and its backends (`memory:` for tests and benchmarks, `sqlite:PATH` for the embedded default,
 //! `redis://HOST:PORT/DB` to share state across machines).
 //!
-//! The engine loads a session and a run once per round ([`SessionStore::load`]) and writes
+//! The engine loads a session and a run once per round ([`SessionStore::load_keys`], with
+//! only the dedupe entries the round's calls look up) and writes
 //! everything the round changed in one call ([`SessionStore::commit_round`]), so a backend can
 //! make a round's commit atomic.
 
