@@ -372,9 +372,17 @@ impl RoundCx<'_> {
 
     /// A mutating call committed: bump the write epoch and drop what it may have made stale.
     /// A call that reports no paths may have touched anything.
+    ///
+    /// The round holds only the entries its calls looked up and stored; the store learns the
+    /// touched paths with the commit and leaves out what they made stale at its next load.
     pub(crate) fn invalidate(&mut self, touched: &[PathBuf]) {
         self.run.write_epoch += 1;
         let touched: HashSet<String> = touched.iter().map(|p| p.display().to_string()).collect();
+        if touched.is_empty() {
+            self.record.touched_all = true;
+        } else {
+            self.record.touched_paths.extend(touched.iter().cloned());
+        }
         let epoch = self.run.write_epoch;
         let stale: Vec<DedupeKey> = self
             .dedupe

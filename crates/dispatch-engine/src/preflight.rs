@@ -333,37 +333,7 @@ impl RoundCx<'_> {
         &self,
         raw: &str,
     ) -> Result<(String, String, Option<Value>), (Status, String)> {
-        // `args` stays raw text here and is parsed once below: parsing it into the outer
-        // object and printing it again cost more than the rest of the unwrap.
-        #[derive(serde::Deserialize, Default)]
-        struct Wrapped<'a> {
-            #[serde(default)]
-            name: Value,
-            #[serde(default, borrow)]
-            args: Option<&'a RawValue>,
-        }
-        let outer: Wrapped<'_> = if raw.is_empty() {
-            Wrapped::default()
-        } else {
-            serde_json::from_str(raw)
-                .map_err(|e| (Status::Invalid, format!("json Unmarshal: {e}")))?
-        };
-        let inner = match &outer.name {
-            Value::String(name) => normalise_name(name),
-            Value::Null => String::new(),
-            _ => {
-                return Err((
-                    Status::Invalid,
-                    "name must be a string: the exact name of the tool to run".into(),
-                ));
-            }
-        };
-        if inner.is_empty() {
-            return Err((Status::Invalid, "name is required".into()));
-        }
-        if inner == RUN_TOOL {
-            return Err((Status::Invalid, "run_tool cannot run itself".into()));
-        }
+        let (inner, args, parsed) = split_run_tool(raw)?;
         if self.exclude.contains(&inner) {
             return Err((
                 Status::Refused,
@@ -381,28 +351,7 @@ impl RoundCx<'_> {
             }
             return Err((Status::NotFound, reason));
         }
-        let Some(args) = outer.args else {
-            return Ok((
-                inner,
-                "{}".to_string(),
-                Some(Value::Object(Default::default())),
-            ));
-        };
-        let text = args.get().trim();
-        let parsed: Option<Value> = serde_json::from_str(text).ok();
-        match parsed {
-            // Some models send the inner arguments as a JSON string.
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-                Ok(v @ Value::Object(_)) => Ok((inner, s.trim().to_string(), Some(v))),
-                _ => Ok((inner, text.to_string(), Some(Value::String(s)))),
-            },
-            Some(Value::Null) => Ok((
-                inner,
-                "{}".to_string(),
-                Some(Value::Object(Default::default())),
-            )),
-            other => Ok((inner, text.to_string(), other)),
-        }
+        Ok((inner, args, parsed))
     }
 
     fn still_valid(&self, entry: &DedupeEntry, mutation_ahead: bool) -> bool {
@@ -491,4 +440,91 @@ impl RoundCx<'_> {
         }
         None
     }
+}
+
+/// `run_tool(name, args)` → the inner name, its raw arguments and their parse, or why the
+/// outer call is malformed; whether the inner tool may run is checked by `unwrap_run_tool`.
+#[allow(clippy::type_complexity)]
+fn split_run_tool(raw: &str) -> Result<(String, String, Option<Value>), (Status, String)> {
+    // `args` stays raw text here and is parsed once below: parsing it into the outer
+    // object and printing it again cost more than the rest of the unwrap.
+    #[derive(serde::Deserialize, Default)]
+    struct Wrapped<'a> {
+        #[serde(default)]
+        name: Value,
+        #[serde(default, borrow)]
+        args: Option<&'a RawValue>,
+    }
+    let outer: Wrapped<'_> = if raw.is_empty() {
+        Wrapped::default()
+    } else {
+        serde_json::from_str(raw).map_err(|e| (Status::Invalid, format!("json Unmarshal: {e}")))?
+    };
+    let inner = match &outer.name {
+        Value::String(name) => normalise_name(name),
+        Value::Null => String::new(),
+        _ => {
+            return Err((
+                Status::Invalid,
+                "name must be a string: the exact name of the tool to run".into(),
+            ));
+        }
+    };
+    if inner.is_empty() {
+        return Err((Status::Invalid, "name is required".into()));
+    }
+    if inner == RUN_TOOL {
+        return Err((Status::Invalid, "run_tool cannot run itself".into()));
+    }
+    let Some(args) = outer.args else {
+        return Ok((
+            inner,
+            "{}".to_string(),
+            Some(Value::Object(Default::default())),
+        ));
+    };
+    let text = args.get().trim();
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    match parsed {
+        // Some models send the inner arguments as a JSON string.
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+            Ok(v @ Value::Object(_)) => Ok((inner, s.trim().to_string(), Some(v))),
+            _ => Ok((inner, text.to_string(), Some(Value::String(s)))),
+        },
+        Some(Value::Null) => Ok((
+            inner,
+            "{}".to_string(),
+            Some(Value::Object(Default::default())),
+        )),
+        other => Ok((inner, text.to_string(), other)),
+    }
+}
+
+/// The hex dedupe keys the calls of a round will be checked under (pass 1 computes the same
+/// key from the same unwrapped name and arguments), each once: what the round loads.
+pub(crate) fn round_keys(calls: &[RawCall]) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::with_capacity(calls.len());
+    for call in calls {
+        let name = normalise_name(&call.name);
+        if name.is_empty() {
+            continue;
+        }
+        let args_raw = call.arguments.trim();
+        let key = if name == RUN_TOOL {
+            match split_run_tool(args_raw) {
+                Ok((inner, inner_raw, inner_parsed)) => {
+                    dedupe_key(&inner, inner_parsed.as_ref(), &inner_raw)
+                }
+                Err(_) => continue,
+            }
+        } else {
+            let parsed: Option<Value> = serde_json::from_str(args_raw).ok();
+            dedupe_key(&name, parsed.as_ref(), args_raw)
+        };
+        let hex = key.to_hex();
+        if !keys.contains(&hex) {
+            keys.push(hex);
+        }
+    }
+    keys
 }

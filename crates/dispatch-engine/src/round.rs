@@ -527,7 +527,10 @@ impl Engine {
     /// The next round of `req.run`, loaded from the store, before any call is looked at. The
     /// caller holds the session's lock.
     pub(crate) async fn begin(&self, req: RoundRequest) -> Result<RoundCx<'_>, EngineError> {
-        let (session, run) = self.store.load(&req.session, &req.run).await?;
+        // Only the entries this round's calls could be answered from: a load costs O(calls),
+        // not O(entries the run has remembered).
+        let keys = crate::preflight::round_keys(&req.calls);
+        let (session, run) = self.store.load_keys(&req.session, &req.run, &keys).await?;
         // Rounds of a session run one at a time, so anything still open here was begun by a
         // round that never committed.
         let interrupted = self.store.journal_open(&req.session).await?;

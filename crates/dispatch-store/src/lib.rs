@@ -2,7 +2,8 @@
 //! and its backends (`memory:` for tests and benchmarks, `sqlite:PATH` for the embedded default,
 //! `redis://HOST:PORT/DB` to share state across machines).
 //!
-//! The engine loads a session and a run once per round ([`SessionStore::load`]) and writes
+//! The engine loads a session and a run once per round ([`SessionStore::load_keys`], with
+//! only the dedupe entries the round's calls look up) and writes
 //! everything the round changed in one call ([`SessionStore::commit_round`]), so a backend can
 //! make a round's commit atomic.
 
@@ -248,6 +249,12 @@ pub struct RoundRecord {
     pub dedupe_put: Vec<DedupeEntry>,
     /// Dedupe keys removed.
     pub dedupe_drop: Vec<String>,
+    /// Paths a mutating call of this round changed: path-scoped entries stored before this
+    /// round that cover one of them are no longer valid (see [`path_entry_valid`]).
+    pub touched_paths: Vec<String>,
+    /// A mutating call of this round may have changed anything (it reported no paths, or it
+    /// was interrupted): every path-scoped entry stored before this round is no longer valid.
+    pub touched_all: bool,
     pub transcript: Vec<TranscriptEntry>,
     /// The round's events, in order.
     pub events: Vec<Arc<dyn EventJson>>,
@@ -258,11 +265,45 @@ pub struct RoundRecord {
     pub journal_done: Vec<String>,
 }
 
+/// Whether a path-scoped dedupe entry stored at write epoch `stored_at` (the `write_epoch`
+/// of the round that put it) is still valid: no round after it changed everything
+/// (`wiped_at`, the epoch of the last `touched_all` round) or one of its paths (`touched_at`,
+/// the epoch of the last round that touched the path; 0 for never). Rounds record both at
+/// their own `write_epoch`, which only grows, and a round's own puts are already checked by
+/// the engine, so "after it" is "at a higher epoch".
+pub fn path_entry_valid(
+    validity: &Validity,
+    stored_at: u64,
+    wiped_at: u64,
+    mut touched_at: impl FnMut(&str) -> u64,
+) -> bool {
+    match validity {
+        Validity::Paths { paths } => {
+            wiped_at <= stored_at && paths.iter().all(|p| touched_at(p) <= stored_at)
+        }
+        Validity::Always | Validity::Epoch { .. } => true,
+    }
+}
+
 /// Sessions, runs, transcripts, events and pending tasks.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// The session's and the run's state; empty snapshots when they do not exist yet.
+    /// The session's and the run's state; empty snapshots when they do not exist yet. The
+    /// run's dedupe map holds every entry still valid (path-scoped entries whose paths a later
+    /// round touched are left out), in insertion order.
     async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)>;
+    /// `load`, with only the dedupe entries under `keys` (hex dedupe keys): what a round
+    /// needs, read in O(keys) rather than O(entries in the run).
+    async fn load_keys(
+        &self,
+        session: &str,
+        run: &str,
+        keys: &[String],
+    ) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let (snapshot, mut run) = self.load(session, run).await?;
+        run.dedupe.retain(|entry| keys.contains(&entry.key));
+        Ok((snapshot, run))
+    }
     /// Apply one round's changes atomically. `record.round` must follow the run's last
     /// committed round, else nothing is written and the result is `StoreError::Conflict`.
     async fn commit_round(&self, record: RoundRecord) -> StoreResult<()>;

@@ -147,12 +147,18 @@ struct RunState {
     /// Where each key sits in `dedupe`: a replaced entry keeps its place, like an SQL upsert.
     slots: HashMap<String, u64>,
     next_slot: u64,
+    /// The write epoch each entry (by slot) was stored at.
+    stored_at: HashMap<u64, u64>,
+    /// The write epoch of the last round that touched each path, and of the last round that
+    /// may have touched anything (see [`crate::path_entry_valid`]).
+    touched_at: HashMap<String, u64>,
+    wiped_at: u64,
     /// When the last round was committed (store clock), so `gc` can tell a finished run.
     last_commit_ms: u64,
 }
 
 impl RunState {
-    fn put(&mut self, entry: DedupeEntry) {
+    fn put(&mut self, entry: DedupeEntry, epoch: u64) {
         let slot = match self.slots.get(&entry.key) {
             Some(&slot) => slot,
             None => {
@@ -163,20 +169,53 @@ impl RunState {
             }
         };
         self.dedupe.insert(slot, entry);
+        self.stored_at.insert(slot, epoch);
     }
 
     fn drop_key(&mut self, key: &str) {
         if let Some(slot) = self.slots.remove(key) {
             self.dedupe.remove(&slot);
+            self.stored_at.remove(&slot);
+        }
+    }
+
+    /// The entry in `slot`, if it is still valid.
+    fn valid(&self, slot: u64) -> Option<&DedupeEntry> {
+        let entry = self.dedupe.get(&slot)?;
+        let stored_at = self.stored_at.get(&slot).copied().unwrap_or(0);
+        crate::path_entry_valid(&entry.validity, stored_at, self.wiped_at, |p| {
+            self.touched_at.get(p).copied().unwrap_or(0)
+        })
+        .then_some(entry)
+    }
+
+    fn header(&self) -> RunSnapshot {
+        RunSnapshot {
+            rounds: self.rounds,
+            write_epoch: self.write_epoch,
+            turn_allow_all: self.turn_allow_all,
+            dedupe: Vec::new(),
         }
     }
 
     fn snapshot(&self) -> RunSnapshot {
         RunSnapshot {
-            rounds: self.rounds,
-            write_epoch: self.write_epoch,
-            turn_allow_all: self.turn_allow_all,
-            dedupe: self.dedupe.values().cloned().collect(),
+            dedupe: self
+                .dedupe
+                .keys()
+                .filter_map(|slot| self.valid(*slot).cloned())
+                .collect(),
+            ..self.header()
+        }
+    }
+
+    fn snapshot_of(&self, keys: &[String]) -> RunSnapshot {
+        RunSnapshot {
+            dedupe: keys
+                .iter()
+                .filter_map(|key| self.valid(*self.slots.get(key)?).cloned())
+                .collect(),
+            ..self.header()
         }
     }
 }
@@ -206,6 +245,24 @@ impl SessionStore for MemoryStore {
         Ok((stored.snapshot.clone(), run))
     }
 
+    async fn load_keys(
+        &self,
+        session: &str,
+        run: &str,
+        keys: &[String],
+    ) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let state = self.state()?;
+        let Some(stored) = state.sessions.get(session) else {
+            return Ok(Default::default());
+        };
+        let run = stored
+            .runs
+            .get(run)
+            .map(|r| r.snapshot_of(keys))
+            .unwrap_or_default();
+        Ok((stored.snapshot.clone(), run))
+    }
+
     async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
         let RoundRecord {
             session,
@@ -217,6 +274,8 @@ impl SessionStore for MemoryStore {
             todos,
             dedupe_put,
             dedupe_drop,
+            touched_paths,
+            touched_all,
             transcript,
             events,
             pending,
@@ -251,8 +310,14 @@ impl SessionStore for MemoryStore {
         run_state.last_commit_ms = now;
         // Drops after puts, as in the SQLite backend: when a round both stores and invalidates
         // a key, serving a stale result is worse than running the call again.
+        if touched_all {
+            run_state.wiped_at = write_epoch;
+        }
+        for path in touched_paths {
+            run_state.touched_at.insert(path, write_epoch);
+        }
         for entry in dedupe_put {
-            run_state.put(entry);
+            run_state.put(entry, write_epoch);
         }
         for key in &dedupe_drop {
             run_state.drop_key(key);

@@ -62,6 +62,8 @@ impl Maintenance for MemoryStore {
                     // `next_slot` stays: a later round's entries still sort after older ones.
                     run.dedupe.clear();
                     run.slots.clear();
+                    run.stored_at.clear();
+                    run.touched_at.clear();
                 }
             }
         }

@@ -11,8 +11,8 @@
 //! |---------------------------------|---------|-------|
 //! | `session:{sid}`                 | hash    | `todos` (JSON list, absent until a round sets one); `pending_next`, `journal_next` (insertion counters) |
 //! | `marked:{sid}`                  | set     | names of the tools whose schema the model has seen |
-//! | `run:{sid}:{run}`               | hash    | `rounds`, `write_epoch`, `turn_allow_all` (`0`/`1`), `dedupe_next` (insertion counter) |
-//! | `dedupe:{sid}:{run}`            | hash    | dedupe key → `DedupeEntry` JSON |
+//! | `run:{sid}:{run}`               | hash    | `rounds`, `write_epoch`, `turn_allow_all` (`0`/`1`), `dedupe_next` (insertion counter), `wiped_at` and `touched:<path>` (write epochs of the last round that touched anything / that path) |
+//! | `dedupe:{sid}:{run}`            | hash    | dedupe key → `DedupeEntry` JSON plus `stored_at` (the write epoch it was stored at) |
 //! | `dedupe-order:{sid}:{run}`      | zset    | dedupe key scored by its insertion number (a replaced key keeps its number) |
 //! | `transcript:{sid}`              | list    | `TranscriptEntry` JSON, in commit order |
 //! | `events:{sid}`                  | list    | event JSON; the element at index `i` has sequence number `i + 1` |

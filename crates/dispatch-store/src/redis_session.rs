@@ -29,8 +29,12 @@ use crate::{
 /// one (`0` for none), round, write_epoch, turn_allow_all, has_todos, todos, events channel,
 /// has_pending, pending hash, pending JSON, then six counted lists (a count, then that many
 /// values): marked names, dedupe puts (key and entry, so twice the entries), dedupe drops,
-/// transcript entries, events, closed journal ids, answered pending tasks. Returns 0 (and writes nothing) when the
-/// round does not follow the last one, else 1.
+/// transcript entries, events, closed journal ids, answered pending tasks, touched paths; then
+/// `1` when the round may have touched anything, else `0`. Returns 0 (and writes nothing)
+/// when the round does not follow the last one, else 1.
+///
+/// Touches are recorded in the run hash at the round's write epoch: `touched:<path>` and
+/// `wiped_at` (see lib.rs `path_entry_valid`).
 ///
 /// Rounds are compared as text, so no number goes through Lua's doubles.
 const COMMIT: &str = r#"
@@ -102,6 +106,14 @@ for i = first, last_arg do
   redis.call('HDEL', KEYS[8], ARGV[i])
   redis.call('ZREM', KEYS[9], ARGV[i])
 end
+
+first, last_arg = next_list()
+for i = first, last_arg do
+  redis.call('HSET', KEYS[1], 'touched:' .. ARGV[i], ARGV[3])
+end
+if ARGV[at] == '1' then
+  redis.call('HSET', KEYS[1], 'wiped_at', ARGV[3])
+end
 return 1
 "#;
 
@@ -134,6 +146,60 @@ fn in_order<T: serde::de::DeserializeOwned>(
         .collect()
 }
 
+/// A dedupe entry as stored: the entry and the write epoch of the round that stored it
+/// (absent, so 0, in entries written before the epoch was kept).
+#[derive(serde::Serialize)]
+struct StoredEntryRef<'a> {
+    #[serde(flatten)]
+    entry: &'a DedupeEntry,
+    stored_at: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredEntry {
+    #[serde(flatten)]
+    entry: DedupeEntry,
+    #[serde(default)]
+    stored_at: u64,
+}
+
+/// The run hash field that holds the epoch of the last round that touched `path`.
+fn touched_field(path: &str) -> String {
+    format!("touched:{path}")
+}
+
+/// The entries still valid, given the run's wipe epoch and `touched` (path → epoch).
+fn still_valid(
+    entries: Vec<StoredEntry>,
+    wiped_at: u64,
+    touched: &HashMap<String, u64>,
+) -> Vec<DedupeEntry> {
+    entries
+        .into_iter()
+        .filter(|stored| {
+            crate::path_entry_valid(&stored.entry.validity, stored.stored_at, wiped_at, |p| {
+                touched.get(p).copied().unwrap_or(0)
+            })
+        })
+        .map(|stored| stored.entry)
+        .collect()
+}
+
+/// The paths that path-scoped `entries` depend on, each once.
+fn paths_of(entries: &[StoredEntry]) -> Vec<String> {
+    let mut paths: Vec<String> = entries
+        .iter()
+        .filter_map(|stored| match &stored.entry.validity {
+            crate::Validity::Paths { paths } => Some(paths.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 /// The sorted set `order` and the hash `hash`, read together.
 async fn ordered_values(
     conn: &mut ConnectionManager,
@@ -154,6 +220,16 @@ async fn ordered_values(
         .map_err(backend(op))
 }
 
+fn session_snapshot(todos: Option<String>, marked: Vec<String>) -> StoreResult<SessionSnapshot> {
+    Ok(SessionSnapshot {
+        marked: marked.into_iter().collect(),
+        todos: match todos {
+            Some(text) => from_json(&text, "todo list")?,
+            None => Vec::new(),
+        },
+    })
+}
+
 #[async_trait]
 impl SessionStore for RedisStore {
     async fn load(&self, session: &str, run: &str) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
@@ -162,21 +238,21 @@ impl SessionStore for RedisStore {
         type Loaded = (
             Option<String>,
             Vec<String>,
-            (Option<String>, Option<String>, Option<String>),
+            HashMap<String, String>,
             Vec<String>,
             HashMap<String, String>,
         );
-        // MULTI/EXEC so the snapshot never mixes two commits.
-        let (todos, marked, (rounds, write_epoch, allow), order, dedupe): Loaded = ::redis::pipe()
+        // MULTI/EXEC so the snapshot never mixes two commits. The whole run hash: it also
+        // holds the touched paths the entries are checked against.
+        let (todos, marked, run_hash, order, dedupe): Loaded = ::redis::pipe()
             .atomic()
             .cmd("HGET")
             .arg(keys.session(session))
             .arg("todos")
             .cmd("SMEMBERS")
             .arg(keys.marked(session))
-            .cmd("HMGET")
+            .cmd("HGETALL")
             .arg(keys.run(session, run))
-            .arg(&["rounds", "write_epoch", "turn_allow_all"])
             .cmd("ZRANGE")
             .arg(keys.dedupe_order(session, run))
             .arg(0)
@@ -187,19 +263,111 @@ impl SessionStore for RedisStore {
             .await
             .map_err(backend(format!("load {session}/{run}")))?;
 
-        let snapshot = SessionSnapshot {
-            marked: marked.into_iter().collect(),
-            todos: match todos {
-                Some(text) => from_json(&text, "todo list")?,
-                None => Vec::new(),
-            },
+        let snapshot = session_snapshot(todos, marked)?;
+        let field = |name: &str| run_hash.get(name).map(String::as_str);
+        let wiped_at = parse_u64(field("wiped_at"), "wipe epoch")?;
+        let mut touched = HashMap::new();
+        for (name, value) in &run_hash {
+            if let Some(path) = name.strip_prefix("touched:") {
+                touched.insert(
+                    path.to_string(),
+                    parse_u64(Some(value), "touched path epoch")?,
+                );
+            }
+        }
+        let entries: Vec<StoredEntry> = in_order(order, dedupe, "dedupe entry")?;
+        let run = RunSnapshot {
+            rounds: parse_u64(field("rounds"), "round count")?,
+            write_epoch: parse_u64(field("write_epoch"), "write epoch")?,
+            turn_allow_all: field("turn_allow_all") == Some("1"),
+            dedupe: still_valid(entries, wiped_at, &touched),
         };
-        let dedupe: Vec<DedupeEntry> = in_order(order, dedupe, "dedupe entry")?;
+        Ok((snapshot, run))
+    }
+
+    async fn load_keys(
+        &self,
+        session: &str,
+        run: &str,
+        wanted: &[String],
+    ) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let mut conn = self.connection().await?;
+        let keys = &self.keys;
+        let run_key = keys.run(session, run);
+        let op = || format!("load {session}/{run}");
+        type Header = (
+            Option<String>,
+            Vec<String>,
+            (
+                Option<String>,
+                Option<String>,
+                Option<String>,
+                Option<String>,
+            ),
+        );
+        let mut pipe = ::redis::pipe();
+        pipe.atomic()
+            .cmd("HGET")
+            .arg(keys.session(session))
+            .arg("todos")
+            .cmd("SMEMBERS")
+            .arg(keys.marked(session))
+            .cmd("HMGET")
+            .arg(&run_key)
+            .arg(&["rounds", "write_epoch", "turn_allow_all", "wiped_at"]);
+        // HMGET needs at least one field.
+        if !wanted.is_empty() {
+            pipe.cmd("HMGET").arg(keys.dedupe(session, run)).arg(wanted);
+        }
+        let (header, texts): (Header, Vec<Option<String>>) = if wanted.is_empty() {
+            let (todos, marked, run_fields): (
+                Option<String>,
+                Vec<String>,
+                (
+                    Option<String>,
+                    Option<String>,
+                    Option<String>,
+                    Option<String>,
+                ),
+            ) = pipe.query_async(&mut conn).await.map_err(backend(op()))?;
+            ((todos, marked, run_fields), Vec::new())
+        } else {
+            let (todos, marked, run_fields, texts) =
+                pipe.query_async(&mut conn).await.map_err(backend(op()))?;
+            ((todos, marked, run_fields), texts)
+        };
+        let (todos, marked, (rounds, write_epoch, allow, wiped_at)) = header;
+        let snapshot = session_snapshot(todos, marked)?;
+        let entries = texts
+            .into_iter()
+            .flatten()
+            .map(|text| from_json::<StoredEntry>(&text, "dedupe entry"))
+            .collect::<StoreResult<Vec<_>>>()?;
+        // The epochs of the paths those entries depend on. A commit between the two reads can
+        // only make an entry look stale, never a stale one valid.
+        let paths = paths_of(&entries);
+        let mut touched = HashMap::new();
+        if !paths.is_empty() {
+            let fields: Vec<String> = paths.iter().map(|p| touched_field(p)).collect();
+            let epochs: Vec<Option<String>> = ::redis::cmd("HMGET")
+                .arg(&run_key)
+                .arg(&fields)
+                .query_async(&mut conn)
+                .await
+                .map_err(backend(op()))?;
+            for (path, epoch) in paths.into_iter().zip(epochs) {
+                touched.insert(path, parse_u64(epoch.as_deref(), "touched path epoch")?);
+            }
+        }
         let run = RunSnapshot {
             rounds: parse_u64(rounds.as_deref(), "round count")?,
             write_epoch: parse_u64(write_epoch.as_deref(), "write epoch")?,
             turn_allow_all: allow.as_deref() == Some("1"),
-            dedupe,
+            dedupe: still_valid(
+                entries,
+                parse_u64(wiped_at.as_deref(), "wipe epoch")?,
+                &touched,
+            ),
         };
         Ok((snapshot, run))
     }
@@ -249,7 +417,10 @@ impl SessionStore for RedisStore {
         let mut puts = Vec::with_capacity(record.dedupe_put.len() * 2);
         for entry in &record.dedupe_put {
             puts.push(entry.key.clone());
-            puts.push(to_json(entry)?);
+            puts.push(to_json(&StoredEntryRef {
+                entry,
+                stored_at: record.write_epoch,
+            })?);
         }
         counted(&mut args, puts.into_iter());
         counted(&mut args, record.dedupe_drop.iter().cloned());
@@ -265,6 +436,8 @@ impl SessionStore for RedisStore {
         counted(&mut args, record.events.iter().map(|event| event.to_json()));
         counted(&mut args, record.journal_done.iter().cloned());
         counted(&mut args, record.answered.iter().cloned());
+        counted(&mut args, record.touched_paths.iter().cloned());
+        args.push(u8::from(record.touched_all).to_string());
 
         let mut conn = self.connection().await?;
         let applied: i64 = ::redis::cmd("EVAL")

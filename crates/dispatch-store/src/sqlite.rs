@@ -197,6 +197,22 @@ const MIGRATIONS: &[&str] = &[
         UPDATE secrets_generation SET generation = generation + 1 WHERE id = 1;
     END;
     "#,
+    // 9: dedupe invalidation without a scan (lib.rs `path_entry_valid`): the write epoch each
+    // entry was stored at, the epoch of the last round that may have changed anything, and
+    // the epoch of the last round that touched each path. Entries stored before this
+    // migration count as stored at epoch 0: every later touch has a higher epoch.
+    r#"
+    ALTER TABLE runs ADD COLUMN wiped_at INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE dedupe ADD COLUMN stored_at INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE dedupe_touched (
+        session TEXT NOT NULL,
+        run     TEXT NOT NULL,
+        path    TEXT NOT NULL,
+        epoch   INTEGER NOT NULL,
+        PRIMARY KEY (session, run, path),
+        FOREIGN KEY (session, run) REFERENCES runs (session, run) ON DELETE CASCADE
+    ) STRICT, WITHOUT ROWID;
+    "#,
 ];
 
 /// The most rounds one shared transaction commits; the rest wait for the next one.
@@ -331,7 +347,24 @@ impl SessionStore for SqliteStore {
         self.run(op, move |conn| {
             // One read transaction, so the three reads see the same commit.
             let tx = conn.transaction()?;
-            let loaded = load(&tx, &session, &run)?;
+            let loaded = load(&tx, &session, &run, None)?;
+            tx.commit()?;
+            Ok(loaded)
+        })
+        .await
+    }
+
+    async fn load_keys(
+        &self,
+        session: &str,
+        run: &str,
+        keys: &[String],
+    ) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        let op = format!("load {session}/{run}");
+        let (session, run, keys) = (session.to_string(), run.to_string(), keys.to_vec());
+        self.run(op, move |conn| {
+            let tx = conn.transaction()?;
+            let loaded = load(&tx, &session, &run, Some(&keys))?;
             tx.commit()?;
             Ok(loaded)
         })
@@ -588,10 +621,13 @@ fn migrate(conn: &mut Connection) -> Result<(), JobError> {
     Ok(())
 }
 
+/// The session, the run and its valid dedupe entries: all of them (in insertion order) when
+/// `keys` is `None`, else only those under `keys`.
 fn load(
     tx: &Transaction,
     session: &str,
     run: &str,
+    keys: Option<&[String]>,
 ) -> Result<(SessionSnapshot, RunSnapshot), JobError> {
     let mut snapshot = SessionSnapshot::default();
     let stored: Option<(String, String)> = tx
@@ -604,34 +640,86 @@ fn load(
     }
 
     let mut run_snapshot = RunSnapshot::default();
-    let stored: Option<(i64, i64, bool)> = tx
+    let stored: Option<(i64, i64, bool, i64)> = tx
         .prepare_cached(
-            "SELECT rounds, write_epoch, turn_allow_all FROM runs WHERE session = ?1 AND run = ?2",
+            "SELECT rounds, write_epoch, turn_allow_all, wiped_at FROM runs
+             WHERE session = ?1 AND run = ?2",
         )?
         .query_row(params![session, run], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
         })
         .optional()?;
-    if let Some((rounds, write_epoch, turn_allow_all)) = stored {
-        run_snapshot.rounds = to_u64(rounds, "rounds")?;
-        run_snapshot.write_epoch = to_u64(write_epoch, "write epoch")?;
-        run_snapshot.turn_allow_all = turn_allow_all;
-    }
+    let Some((rounds, write_epoch, turn_allow_all, wiped_at)) = stored else {
+        // No run, no entries.
+        return Ok((snapshot, run_snapshot));
+    };
+    run_snapshot.rounds = to_u64(rounds, "rounds")?;
+    run_snapshot.write_epoch = to_u64(write_epoch, "write epoch")?;
+    run_snapshot.turn_allow_all = turn_allow_all;
+    let wiped_at = to_u64(wiped_at, "wipe epoch")?;
 
-    let mut stmt = tx.prepare_cached(
-        "SELECT key, tool, result, images, validity, is_error FROM dedupe
-         WHERE session = ?1 AND run = ?2 ORDER BY rowid",
+    let mut touched = tx.prepare_cached(
+        "SELECT epoch FROM dedupe_touched WHERE session = ?1 AND run = ?2 AND path = ?3",
     )?;
-    let mut rows = stmt.query(params![session, run])?;
-    while let Some(row) = rows.next()? {
-        run_snapshot.dedupe.push(DedupeEntry {
-            key: row.get(0)?,
-            tool: row.get(1)?,
-            result: row.get(2)?,
-            images: from_json(&row.get::<_, String>(3)?, "dedupe images")?,
-            validity: from_json(&row.get::<_, String>(4)?, "dedupe validity")?,
-            is_error: row.get(5)?,
+    // A lookup error is kept and reported after the check, which cannot return one.
+    let mut failed: Option<rusqlite::Error> = None;
+    let mut keep = |entry: DedupeEntry, stored_at: i64| -> Result<Option<DedupeEntry>, JobError> {
+        let stored_at = to_u64(stored_at, "dedupe epoch")?;
+        let valid = crate::path_entry_valid(&entry.validity, stored_at, wiped_at, |path| {
+            match touched
+                .query_row(params![session, run, path], |row| row.get::<_, i64>(0))
+                .optional()
+            {
+                Ok(epoch) => epoch.map_or(0, |e| u64::try_from(e).unwrap_or(u64::MAX)),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    u64::MAX
+                }
+            }
         });
+        if let Some(e) = failed.take() {
+            return Err(e.into());
+        }
+        Ok(valid.then_some(entry))
+    };
+    let decode = |row: &rusqlite::Row<'_>| -> Result<(DedupeEntry, i64), JobError> {
+        Ok((
+            DedupeEntry {
+                key: row.get(0)?,
+                tool: row.get(1)?,
+                result: row.get(2)?,
+                images: from_json(&row.get::<_, String>(3)?, "dedupe images")?,
+                validity: from_json(&row.get::<_, String>(4)?, "dedupe validity")?,
+                is_error: row.get(5)?,
+            },
+            row.get(6)?,
+        ))
+    };
+    match keys {
+        None => {
+            let mut stmt = tx.prepare_cached(
+                "SELECT key, tool, result, images, validity, is_error, stored_at FROM dedupe
+                 WHERE session = ?1 AND run = ?2 ORDER BY rowid",
+            )?;
+            let mut rows = stmt.query(params![session, run])?;
+            while let Some(row) = rows.next()? {
+                let (entry, stored_at) = decode(row)?;
+                run_snapshot.dedupe.extend(keep(entry, stored_at)?);
+            }
+        }
+        Some(keys) => {
+            let mut stmt = tx.prepare_cached(
+                "SELECT key, tool, result, images, validity, is_error, stored_at FROM dedupe
+                 WHERE session = ?1 AND run = ?2 AND key = ?3",
+            )?;
+            for key in keys {
+                let mut rows = stmt.query(params![session, run, key])?;
+                if let Some(row) = rows.next()? {
+                    let (entry, stored_at) = decode(row)?;
+                    run_snapshot.dedupe.extend(keep(entry, stored_at)?);
+                }
+            }
+        }
     }
     Ok((snapshot, run_snapshot))
 }
@@ -760,12 +848,13 @@ fn apply_round(tx: &Connection, record: &RoundRecord, now_ms: i64) -> Result<(),
     .execute(params![session, to_json(&marked)?, todos, now_ms])?;
 
     tx.prepare_cached(
-        "INSERT INTO runs (session, run, rounds, write_epoch, turn_allow_all)
-         VALUES (?1, ?2, ?3, ?4, ?5)
+        "INSERT INTO runs (session, run, rounds, write_epoch, turn_allow_all, wiped_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?6 THEN ?4 ELSE 0 END)
          ON CONFLICT (session, run) DO UPDATE SET
              rounds = excluded.rounds,
              write_epoch = excluded.write_epoch,
-             turn_allow_all = excluded.turn_allow_all",
+             turn_allow_all = excluded.turn_allow_all,
+             wiped_at = CASE WHEN ?6 THEN excluded.write_epoch ELSE wiped_at END",
     )?
     .execute(params![
         session,
@@ -773,19 +862,29 @@ fn apply_round(tx: &Connection, record: &RoundRecord, now_ms: i64) -> Result<(),
         to_i64(record.round, "round")?,
         to_i64(record.write_epoch, "write epoch")?,
         record.turn_allow_all,
+        record.touched_all,
     ])?;
+    let epoch = to_i64(record.write_epoch, "write epoch")?;
+    let mut touch = tx.prepare_cached(
+        "INSERT INTO dedupe_touched (session, run, path, epoch) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (session, run, path) DO UPDATE SET epoch = excluded.epoch",
+    )?;
+    for path in &record.touched_paths {
+        touch.execute(params![session, run, path, epoch])?;
+    }
 
     // Drops after puts: when a round both stores and invalidates a key, serving a stale result
     // is worse than running the call again. The memory store does the same.
     let mut put = tx.prepare_cached(
-        "INSERT INTO dedupe (session, run, key, tool, result, images, validity, is_error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+        "INSERT INTO dedupe (session, run, key, tool, result, images, validity, is_error, stored_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (session, run, key) DO UPDATE SET
              tool = excluded.tool,
              result = excluded.result,
              images = excluded.images,
              validity = excluded.validity,
-             is_error = excluded.is_error",
+             is_error = excluded.is_error,
+             stored_at = excluded.stored_at",
     )?;
     for entry in &record.dedupe_put {
         put.execute(params![
@@ -797,6 +896,7 @@ fn apply_round(tx: &Connection, record: &RoundRecord, now_ms: i64) -> Result<(),
             to_json(&entry.images)?,
             to_json(&entry.validity)?,
             entry.is_error,
+            epoch,
         ])?;
     }
     let mut remove =

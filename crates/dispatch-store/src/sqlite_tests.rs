@@ -401,3 +401,47 @@ async fn transcript_has_one_index_per_column_list() {
         .collect();
     assert_eq!(names, ["transcript_by_run", "transcript_by_session"]);
 }
+
+/// A store written before migration 9 (no epochs on dedupe entries, no path index) opens, its
+/// entries load by key, and a later touch of a path they cover invalidates them.
+#[tokio::test]
+async fn a_store_from_before_the_path_index_keeps_working() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for migration in &MIGRATIONS[..8] {
+            tx.execute_batch(migration).unwrap();
+        }
+        tx.execute_batch(
+            r#"
+            INSERT INTO sessions VALUES ('s1', '[]', '[]', 0, 0);
+            INSERT INTO runs VALUES ('s1', 'r1', 3, 5, 0);
+            INSERT INTO dedupe VALUES ('s1', 'r1', 'ka', 'read_file', 'A', '[]',
+                '{"kind":"paths","paths":["/w/a"]}', 0);
+            INSERT INTO dedupe VALUES ('s1', 'r1', 'kb', 'read_file', 'B', '[]',
+                '{"kind":"paths","paths":["/w/b"]}', 0);
+            PRAGMA user_version = 8;
+            "#,
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        user_version(&path),
+        i64::try_from(MIGRATIONS.len()).unwrap()
+    );
+    let keys = vec!["ka".to_string(), "kb".to_string()];
+    let (_, run) = store.load_keys("s1", "r1", &keys).await.unwrap();
+    assert_eq!((run.rounds, run.write_epoch, run.dedupe.len()), (3, 5, 2));
+
+    let mut touch = round("s1", "r1", 4);
+    touch.write_epoch = 6;
+    touch.touched_paths = vec!["/w/a".to_string()];
+    store.commit_round(touch).await.unwrap();
+    let (_, run) = store.load_keys("s1", "r1", &keys).await.unwrap();
+    let kept: Vec<&str> = run.dedupe.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(kept, vec!["kb"]);
+}

@@ -501,6 +501,84 @@ async fn concurrent_commits_on_distinct_runs_all_land(store: Arc<dyn SessionStor
     assert_eq!(seqs.len(), 32, "every event has its own sequence number");
 }
 
+fn paths(paths: &[&str]) -> Validity {
+    Validity::Paths {
+        paths: paths.iter().map(|p| p.to_string()).collect(),
+    }
+}
+
+async fn touched_paths_invalidate_exactly_the_entries_that_cover_them(store: &dyn SessionStore) {
+    let a = entry("ka", "A", paths(&["/w/a"]));
+    let ab = entry("kab", "AB", paths(&["/w/a", "/w/b"]));
+    let b = entry("kb", "B", paths(&["/w/b"]));
+    let always = entry("kx", "X", Validity::Always);
+    let observed = entry("ko", "O", Validity::Epoch { epoch: 0 });
+    let mut first = round("s1", "r1", 1);
+    first.dedupe_put = vec![
+        a.clone(),
+        ab.clone(),
+        b.clone(),
+        always.clone(),
+        observed.clone(),
+    ];
+    store.commit_round(first).await.unwrap();
+
+    // Keyed loads return only what is asked for (unknown keys are skipped).
+    let keys = |names: &[&str]| -> Vec<String> { names.iter().map(|k| k.to_string()).collect() };
+    let (_, run) = store
+        .load_keys("s1", "r1", &keys(&["kb", "nope", "ka"]))
+        .await
+        .unwrap();
+    let mut got = run.dedupe.clone();
+    got.sort_by(|x, y| x.key.cmp(&y.key));
+    assert_eq!(got, vec![a.clone(), b.clone()]);
+    assert_eq!(run.rounds, 1);
+
+    // A round that touches /w/a: the entries covering it are gone, the rest stay.
+    let mut second = round("s1", "r1", 2);
+    second.write_epoch = 1;
+    second.touched_paths = vec!["/w/a".to_string()];
+    store.commit_round(second).await.unwrap();
+    let all = keys(&["ka", "kab", "kb", "kx", "ko"]);
+    let (_, run) = store.load_keys("s1", "r1", &all).await.unwrap();
+    let mut got: Vec<String> = run.dedupe.iter().map(|e| e.key.clone()).collect();
+    got.sort();
+    // The epoch-scoped entry is the engine's to judge (its epoch is in the entry).
+    assert_eq!(got, keys(&["kb", "ko", "kx"]));
+    let (_, full) = store.load("s1", "r1").await.unwrap();
+    assert_eq!(
+        full.dedupe,
+        vec![b.clone(), always.clone(), observed.clone()]
+    );
+
+    // Stored again after the touch: valid again.
+    let mut third = round("s1", "r1", 3);
+    third.write_epoch = 1;
+    third.dedupe_put = vec![a.clone()];
+    store.commit_round(third).await.unwrap();
+    let (_, run) = store.load_keys("s1", "r1", &keys(&["ka"])).await.unwrap();
+    assert_eq!(run.dedupe, vec![a.clone()]);
+
+    // A round that may have touched anything: every path-scoped entry goes.
+    let mut fourth = round("s1", "r1", 4);
+    fourth.write_epoch = 2;
+    fourth.touched_all = true;
+    store.commit_round(fourth).await.unwrap();
+    let (_, run) = store.load_keys("s1", "r1", &all).await.unwrap();
+    let mut got: Vec<String> = run.dedupe.iter().map(|e| e.key.clone()).collect();
+    got.sort();
+    assert_eq!(got, keys(&["ko", "kx"]));
+
+    // Another run of the session is not touched by this one's writes.
+    let mut other = round("s1", "r2", 1);
+    other.dedupe_put = vec![a.clone()];
+    store.commit_round(other).await.unwrap();
+    let (_, run) = store.load_keys("s1", "r2", &keys(&["ka"])).await.unwrap();
+    assert_eq!(run.dedupe, vec![a]);
+    let (_, run) = store.load_keys("s9", "r9", &keys(&["ka"])).await.unwrap();
+    assert_eq!(run, RunSnapshot::default());
+}
+
 /// Instantiate the suite for one backend: `$open` builds a fresh [`Fixture`] per test.
 macro_rules! suite {
     ($backend:ident, $open:path) => {
@@ -518,6 +596,7 @@ macro_rules! suite {
                 pending_tasks_come_oldest_first,
                 a_round_that_does_not_follow_the_last_one_is_refused,
                 journal_entries_stay_open_until_a_commit_closes_them,
+                touched_paths_invalidate_exactly_the_entries_that_cover_them,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

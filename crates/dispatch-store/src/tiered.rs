@@ -228,6 +228,26 @@ impl SessionStore for TieredStore {
         self.local.load(session, run).await
     }
 
+    async fn load_keys(
+        &self,
+        session: &str,
+        run: &str,
+        keys: &[String],
+    ) -> StoreResult<(SessionSnapshot, RunSnapshot)> {
+        if self.route() == Tier::Shared {
+            match self.shared.load_keys(session, run, keys).await {
+                Err(StoreError::Unavailable(reason)) => self.unreachable(&reason),
+                answer => {
+                    self.answered();
+                    self.pin(session, run, Tier::Shared);
+                    return answer;
+                }
+            }
+        }
+        self.pin(session, run, Tier::Local);
+        self.local.load_keys(session, run, keys).await
+    }
+
     async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
         // A round loaded locally commits locally, even if the back-off ended meanwhile: its
         // round number follows the local run, which Redis would refuse as a conflict.

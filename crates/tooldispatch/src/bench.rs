@@ -1,5 +1,6 @@
-//! `tooldispatch bench`: the engine's own cost per call (no-op tools) and the concurrency bound
-//! (sleeping tools). Bench-only tools are registered here and nowhere else.
+//! `tooldispatch bench`: the engine's own cost per call (no-op tools), the concurrency bound
+//! (sleeping tools) and how a round's cost grows with the length of its run (runlen).
+//! Bench-only tools are registered here and nowhere else.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +18,9 @@ use crate::CliError;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// overhead (no-op calls), sleep (calls that sleep --sleep-ms), http (the daemon under load)
-    /// or sandbox (starting `true` with and without the OS sandbox, --reps times).
+    /// overhead (no-op calls), sleep (calls that sleep --sleep-ms), http (the daemon under load),
+    /// sandbox (starting `true` with and without the OS sandbox, --reps times) or runlen (one
+    /// run of sequential 4-call rounds: the latency around each of --at, per store).
     kind: BenchKind,
     /// Calls per round; several sizes separated by commas.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
@@ -35,6 +37,9 @@ pub struct BenchArgs {
     /// The concurrency bound (default: max(3, cores/2)).
     #[arg(long, env = "TOOLDISPATCH_MAX_CONCURRENT_TOOLS")]
     max_concurrent: Option<usize>,
+    /// runlen: the round numbers measured (the median of --reps rounds around each).
+    #[arg(long, value_delimiter = ',', default_value = "10,1000,10000")]
+    at: Vec<u64>,
     #[command(flatten)]
     http: crate::bench_http::HttpArgs,
 }
@@ -45,6 +50,7 @@ enum BenchKind {
     Sleep,
     Http,
     Sandbox,
+    Runlen,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -70,6 +76,9 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.kind == BenchKind::Http {
         return crate::bench_http::run(args.http, args.store.as_deref(), args.max_concurrent).await;
     }
+    if args.kind == BenchKind::Runlen {
+        return bench_runlen(&args).await;
+    }
     if args.kind == BenchKind::Sandbox {
         let reps = args.reps.unwrap_or(200).max(1);
         let line = tokio::task::spawn_blocking(move || bench_sandbox(reps))
@@ -84,7 +93,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         .max(1);
     let (name, sleep) = match args.kind {
         BenchKind::Overhead => ("bench_noop", None),
-        BenchKind::Sleep | BenchKind::Http | BenchKind::Sandbox => {
+        BenchKind::Sleep | BenchKind::Http | BenchKind::Sandbox | BenchKind::Runlen => {
             ("bench_sleep", Some(Duration::from_millis(args.sleep_ms)))
         }
     };
@@ -96,7 +105,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         // Prime the process heap with a throwaway engine, so the first size is measured in the
         // same steady state as the others (a cold heap page-faults on every new round).
         let largest = args.n.iter().copied().max().unwrap_or(1).max(1);
-        let engine = bench_engine(name, sleep, max, "memory:").await?;
+        let engine = bench_engine(name, sleep, max, "memory:", Effect::Observes).await?;
         for rep in 0..reps {
             let calls = Provider::OpenAi
                 .format()
@@ -112,8 +121,14 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     for &n in &args.n {
         let n = n.max(1);
         // A fresh engine and store per size, so one size's retained rounds do not slow the next.
-        let engine =
-            bench_engine(name, sleep, max, args.store.as_deref().unwrap_or("memory:")).await?;
+        let engine = bench_engine(
+            name,
+            sleep,
+            max,
+            args.store.as_deref().unwrap_or("memory:"),
+            Effect::Observes,
+        )
+        .await?;
         let mut round_us = Vec::with_capacity(reps);
         let mut wire_us = Vec::with_capacity(reps);
         let mut max_inflight = 0;
@@ -265,6 +280,7 @@ async fn bench_engine(
     sleep: Option<Duration>,
     max: usize,
     store: &str,
+    effect: Effect,
 ) -> Result<Engine, CliError> {
     let failed = |e: String| CliError::failed(e);
     let mut registry = Registry::empty();
@@ -278,7 +294,7 @@ async fn bench_engine(
     let spec = ToolSpec::new(name, "bench tool", schema)
         .read_only()
         .concurrent()
-        .effect(Effect::Observes);
+        .effect(effect);
     registry
         .register(Arc::new(BenchTool { spec, sleep }))
         .map_err(|e| failed(e.to_string()))?;
@@ -302,6 +318,113 @@ async fn bench_engine(
         .await
         .map_err(|e| failed(e.to_string()))?;
     Ok(engine)
+}
+
+/// Calls per round of the runlen benchmark.
+const RUNLEN_CALLS: usize = 4;
+
+/// One run of sequential rounds of `RUNLEN_CALLS` pure (calculate-like) calls, every call
+/// distinct so the run's remembered results pile up: the median round latency around each
+/// round of `--at` and its ratio to the first. One JSON line per store: `--store` (several
+/// separated by commas), else memory: and a SQLite file in a temp dir.
+async fn bench_runlen(args: &BenchArgs) -> Result<(), CliError> {
+    // A directory of this process's own for the default SQLite file, removed at the end.
+    let dir = std::env::temp_dir().join(format!("tooldispatch-runlen-{}", std::process::id()));
+    let stores: Vec<String> = match &args.store {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None => vec![
+            "memory:".to_string(),
+            format!("sqlite:{}", dir.join("runlen.db").display()),
+        ],
+    };
+    let result = runlen_stores(args, stores).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn runlen_stores(args: &BenchArgs, stores: Vec<String>) -> Result<(), CliError> {
+    let failed = |e: String| CliError::failed(e);
+    let mut at: Vec<u64> = args.at.iter().copied().filter(|n| *n > 0).collect();
+    at.sort_unstable();
+    at.dedup();
+    let reps = args.reps.unwrap_or(21).max(1) as u64;
+    let half = reps / 2;
+    let last = at.last().copied().unwrap_or(0) + half;
+    let max = args
+        .max_concurrent
+        .unwrap_or_else(default_max_concurrent)
+        .max(1);
+    let name = "bench_calc";
+    for store in stores {
+        let engine = bench_engine(name, None, max, &store, Effect::Pure).await?;
+        let run = format!("runlen-{}", std::process::id());
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); at.len()];
+        for round in 1..=last {
+            let reply = runlen_reply(name, round);
+            let calls = Provider::OpenAi
+                .format()
+                .parse_reply(&reply)
+                .map_err(|e| failed(e.to_string()))?;
+            let request = RoundRequest::new("bench", run.clone(), Provider::OpenAi, calls);
+            let started = Instant::now();
+            let outcome = engine
+                .round(request)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let elapsed = started.elapsed().as_secs_f64() * 1e6;
+            if outcome.results.len() != RUNLEN_CALLS {
+                return Err(failed(format!(
+                    "round {round} returned {} results",
+                    outcome.results.len()
+                )));
+            }
+            // Round numbers count the rounds of this run (the marking round is another run).
+            for (i, target) in at.iter().enumerate() {
+                let from = target.saturating_sub(half).max(1);
+                if (from..from + reps).contains(&round) {
+                    samples[i].push(elapsed);
+                }
+            }
+        }
+        let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
+        let base = medians.first().copied().unwrap_or(0.0);
+        let points: Vec<Value> = at
+            .iter()
+            .zip(&medians)
+            .map(|(round, us)| {
+                json!({
+                    "round": round,
+                    "round_us_median": round2(*us),
+                    "ratio_to_first": if base > 0.0 { round2(us / base) } else { 0.0 },
+                })
+            })
+            .collect();
+        let line = json!({
+            "bench": "runlen",
+            "store": store.split('?').next().unwrap_or(&store),
+            "calls_per_round": RUNLEN_CALLS,
+            "reps": reps,
+            "rounds": last,
+            "points": points,
+        });
+        crate::print_line(&line.to_string());
+    }
+    Ok(())
+}
+
+/// A reply of `RUNLEN_CALLS` calls whose arguments no other round repeats.
+fn runlen_reply(name: &str, round: u64) -> String {
+    let calls: Vec<Value> = (0..RUNLEN_CALLS)
+        .map(|i| {
+            let n = round * RUNLEN_CALLS as u64 + i as u64;
+            json!({
+                "id": format!("call_{i}"),
+                "type": "function",
+                "function": {"name": "run_tool", "arguments": json!({"name": name, "args": {"i": n, "note": "2*21"}}).to_string()}
+            })
+        })
+        .collect();
+    json!({"role": "assistant", "content": null, "tool_calls": calls}).to_string()
 }
 
 fn openai_reply(name: &str, n: usize) -> String {

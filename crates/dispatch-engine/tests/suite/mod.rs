@@ -4,6 +4,7 @@ mod deferred_tests;
 pub mod error_memory_tests;
 mod gate_tests;
 pub mod journal_tests;
+mod long_run_tests;
 mod preflight_tests;
 mod properties;
 pub mod redaction_tests;
