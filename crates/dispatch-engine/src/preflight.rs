@@ -41,7 +41,7 @@ impl RoundCx<'_> {
         };
         let mut slots = Vec::with_capacity(calls.len());
         for (index, call) in calls.iter().enumerate() {
-            let slot = self.check(call, &mut pass).await;
+            let slot = self.check(index, call, &mut pass).await;
             if let SlotState::Ready { .. } = &slot.state {
                 if let Some(key) = slot.key {
                     pass.ready_keys.insert(key, (index, pass.mutations_ahead));
@@ -55,7 +55,7 @@ impl RoundCx<'_> {
         slots
     }
 
-    async fn check(&mut self, call: &RawCall, pass: &mut Pass1) -> Slot {
+    async fn check(&mut self, index: usize, call: &RawCall, pass: &mut Pass1) -> Slot {
         let id: Arc<str> = Arc::from(call.id.trim());
         let mut name = normalise_name(&call.name);
         let mut args_raw = call.arguments.trim().to_string();
@@ -138,8 +138,11 @@ impl RoundCx<'_> {
             }
         }
 
-        // 3. Dedupe.
-        let key = dedupe_key(&name, parsed.as_ref(), &args_raw);
+        // 3. Dedupe (the key was made from the same name and arguments before the load).
+        let key = match self.call_keys.get(index) {
+            Some(Some(key)) => *key,
+            _ => dedupe_key(&name, parsed.as_ref(), &args_raw),
+        };
         let dedupes = self
             .engine
             .registry
@@ -500,31 +503,25 @@ fn split_run_tool(raw: &str) -> Result<(String, String, Option<Value>), (Status,
     }
 }
 
-/// The hex dedupe keys the calls of a round will be checked under (pass 1 computes the same
-/// key from the same unwrapped name and arguments), each once: what the round loads.
-pub(crate) fn round_keys(calls: &[RawCall]) -> Vec<String> {
-    let mut keys: Vec<String> = Vec::with_capacity(calls.len());
-    for call in calls {
-        let name = normalise_name(&call.name);
-        if name.is_empty() {
-            continue;
-        }
-        let args_raw = call.arguments.trim();
-        let key = if name == RUN_TOOL {
-            match split_run_tool(args_raw) {
-                Ok((inner, inner_raw, inner_parsed)) => {
-                    dedupe_key(&inner, inner_parsed.as_ref(), &inner_raw)
-                }
-                Err(_) => continue,
+/// The dedupe key each call of a round will be checked under (`None` for a call that fails
+/// before its key is made), computed once before the load: the load fetches only these
+/// entries, and pass 1 reuses the keys instead of canonicalising and hashing again.
+pub(crate) fn round_keys(calls: &[RawCall]) -> Vec<Option<DedupeKey>> {
+    calls
+        .iter()
+        .map(|call| {
+            let name = normalise_name(&call.name);
+            if name.is_empty() {
+                return None;
             }
-        } else {
-            let parsed: Option<Value> = serde_json::from_str(args_raw).ok();
-            dedupe_key(&name, parsed.as_ref(), args_raw)
-        };
-        let hex = key.to_hex();
-        if !keys.contains(&hex) {
-            keys.push(hex);
-        }
-    }
-    keys
+            let args_raw = call.arguments.trim();
+            if name == RUN_TOOL {
+                let (inner, inner_raw, inner_parsed) = split_run_tool(args_raw).ok()?;
+                Some(dedupe_key(&inner, inner_parsed.as_ref(), &inner_raw))
+            } else {
+                let parsed: Option<Value> = serde_json::from_str(args_raw).ok();
+                Some(dedupe_key(&name, parsed.as_ref(), args_raw))
+            }
+        })
+        .collect()
 }

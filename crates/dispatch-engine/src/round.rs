@@ -302,6 +302,8 @@ pub(crate) struct RoundCx<'e> {
     pub session: SessionSnapshot,
     pub run: RunSnapshot,
     pub dedupe: KeyMap<DedupeEntry>,
+    /// Each call's dedupe key, by call index, made before the load (see `round_keys`).
+    pub call_keys: Vec<Option<crate::canonical::DedupeKey>>,
     pub record: RoundRecord,
     pub newly_marked: BTreeSet<String>,
     pub todos: Option<Vec<Todo>>,
@@ -529,7 +531,13 @@ impl Engine {
     pub(crate) async fn begin(&self, req: RoundRequest) -> Result<RoundCx<'_>, EngineError> {
         // Only the entries this round's calls could be answered from: a load costs O(calls),
         // not O(entries the run has remembered).
-        let keys = crate::preflight::round_keys(&req.calls);
+        let call_keys = crate::preflight::round_keys(&req.calls);
+        let mut keys: Vec<String> = Vec::with_capacity(call_keys.len());
+        for hex in call_keys.iter().flatten().map(|key| key.to_hex()) {
+            if !keys.contains(&hex) {
+                keys.push(hex);
+            }
+        }
         let (session, run) = self.store.load_keys(&req.session, &req.run, &keys).await?;
         // Rounds of a session run one at a time, so anything still open here was begun by a
         // round that never committed.
@@ -573,6 +581,7 @@ impl Engine {
             session,
             run,
             dedupe,
+            call_keys,
             record,
             newly_marked: BTreeSet::new(),
             todos: None,
