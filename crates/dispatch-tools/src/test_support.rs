@@ -179,18 +179,7 @@ pub fn events_of<'a, E: Borrow<Event>>(events: &'a [E], kind: &str) -> Vec<&'a E
         .collect()
 }
 
-/// Whether the machine's sandbox is there; without it the sandbox tests skip with the reason
-/// (and fail when CI requires it).
+/// Whether the machine's sandbox is there (see `Sandbox::present_or_skip`).
 pub fn sandbox_present() -> bool {
-    let sandbox = dispatch_sandbox::Sandbox::shared();
-    if sandbox.available() {
-        return true;
-    }
-    let why = format!("{:?}", sandbox.availability());
-    assert!(
-        std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
-        "TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}"
-    );
-    eprintln!("skipped: no OS sandbox on this machine ({why})");
-    false
+    dispatch_sandbox::Sandbox::present_or_skip()
 }

@@ -446,18 +446,7 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether the machine has the OS sandbox; without it a test that needs it skips with the
-/// reason (and fails when CI requires it).
+/// Whether the machine's sandbox is there (see `Sandbox::present_or_skip`).
 pub fn sandbox_present() -> bool {
-    let sandbox = dispatch_sandbox::Sandbox::shared();
-    if sandbox.available() {
-        return true;
-    }
-    let why = format!("{:?}", sandbox.availability());
-    assert!(
-        std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
-        "TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}"
-    );
-    eprintln!("skipped: no OS sandbox on this machine ({why})");
-    false
+    dispatch_sandbox::Sandbox::present_or_skip()
 }
