@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::rules::{Rule, RuleCall, RuleKind, Rules, shown_path};
 use crate::sensitive::is_sensitive_path;
@@ -155,6 +156,7 @@ impl GatePolicy {
         spec: &ToolSpec,
         subject: &Subject,
         secrets: &[String],
+        args: &Value,
         raw: &str,
         permission: Permission,
     ) -> Verdict {
@@ -163,7 +165,7 @@ impl GatePolicy {
         let call = if self.rules.rules().is_empty() {
             RuleCall::default()
         } else {
-            RuleCall::new(subject, &self.workdir, raw)
+            RuleCall::new(subject, &self.workdir, args, raw)
         };
         if let Some(rule) = self.rules.find(RuleKind::Deny, name, &call) {
             return Verdict::Deny { rule: rule.clone() };

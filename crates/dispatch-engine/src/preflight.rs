@@ -260,7 +260,14 @@ impl RoundCx<'_> {
             turn_allow_all: self.run.turn_allow_all,
         };
         let verdict = match self.engine.policy.lock() {
-            Ok(policy) => policy.evaluate(tool.spec(), &subject, &secrets, &args_raw, permission),
+            Ok(policy) => policy.evaluate(
+                tool.spec(),
+                &subject,
+                &secrets,
+                args_view,
+                &args_raw,
+                permission,
+            ),
             Err(_) => Verdict::Ask {
                 why: "the rules could not be read".into(),
             },
@@ -291,6 +298,7 @@ impl RoundCx<'_> {
                         &name,
                         &subject,
                         &self.engine.workdir,
+                        args_view,
                         &args_raw,
                     ),
                     why,

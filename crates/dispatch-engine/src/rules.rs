@@ -570,7 +570,8 @@ impl RuleCall {
         }
     }
 
-    pub fn new(subject: &Subject, workdir: &Path, raw: &str) -> RuleCall {
+    /// `args` are the parsed arguments (`Null` when they did not parse; then `raw` is used).
+    pub fn new(subject: &Subject, workdir: &Path, args: &Value, raw: &str) -> RuleCall {
         let paths = subject.paths.iter().map(|p| shown_path(p, workdir));
         let (primary, secondary) = if !subject.argv.is_empty() {
             (
@@ -583,7 +584,7 @@ impl RuleCall {
                 Vec::new(),
             )
         } else {
-            (vec![raw.to_string()], Vec::new())
+            (vec![args_text(args, raw)], Vec::new())
         };
         RuleCall {
             primary,
@@ -605,7 +606,15 @@ pub fn shown_path(path: &Path, workdir: &Path) -> String {
 /// The generalised rule written when the user approves with "remember": the command's
 /// program and subcommand, the directory of a path, the origin of a URL, and the environment
 /// variables the call set.
-pub fn remembered_rule(tool: &str, subject: &Subject, workdir: &Path, raw: &str) -> String {
+pub fn remembered_rule(
+    tool: &str,
+    subject: &Subject,
+    workdir: &Path,
+    args: &Value,
+    raw: &str,
+) -> String {
+    let raw = args_text(args, raw);
+    let raw = raw.as_str();
     let tool = literal_glob(tool);
     let pattern = if !subject.argv.is_empty() {
         let words: Vec<&str> = subject.argv.iter().map(String::as_str).collect();
@@ -662,6 +671,17 @@ fn refuse_symlinks(path: &Path) -> io::Result<()> {
 /// An escaped glob that also stays on one line: a newline becomes `?`, which still matches it.
 fn literal_glob(text: &str) -> String {
     escape_glob(text).replace(['\n', '\r'], "?")
+}
+
+/// The arguments as rules see them when the tool declares nothing: the parsed value written
+/// out (keys sorted, escapes decoded), never the raw text, which an escape such as `\u0073`
+/// could make differ from what the tool reads.
+fn args_text(args: &Value, raw: &str) -> String {
+    if args.is_null() {
+        raw.to_string()
+    } else {
+        args.to_string()
+    }
 }
 
 fn args_are_empty(raw: &str) -> bool {
@@ -787,13 +807,13 @@ mod tests {
         let raw = args.to_string();
         let subject = subject_of(&args);
         let workdir = Path::new("/w");
-        let text = remembered_rule(tool, &subject, workdir, &raw);
+        let text = remembered_rule(tool, &subject, workdir, &args, &raw);
         let rules = Rules::parse(&format!("allow {text}"));
         let allowed = rules
             .find(
                 RuleKind::Allow,
                 tool,
-                &RuleCall::new(&subject, workdir, &raw),
+                &RuleCall::new(&subject, workdir, &args, &raw),
             )
             .is_some();
         (text, allowed)
@@ -1104,7 +1124,7 @@ mod tests {
             "deny run_command(**.env)\nallow edit_file(src/**)\nallow run_command(npm test) env(CI NODE_*)\n",
         );
         let workdir = Path::new("/w");
-        let call = |subject: Subject| RuleCall::new(&subject, workdir, "{}");
+        let call = |subject: Subject| RuleCall::new(&subject, workdir, &Value::Null, "{}");
         // A command's file operands are matched by deny rules too.
         let cat_env = Subject::default().argv(["cat", "x"]).path("/w/config/.env");
         assert!(
@@ -1282,11 +1302,11 @@ mod tests {
         );
         let nothing = Subject::default();
         assert_eq!(
-            remembered_rule("now", &nothing, Path::new("/w"), "  "),
+            remembered_rule("now", &nothing, Path::new("/w"), &Value::Null, "  "),
             "now"
         );
         assert_eq!(
-            remembered_rule("now", &nothing, Path::new("/w"), "{ }"),
+            remembered_rule("now", &nothing, Path::new("/w"), &Value::Null, "{ }"),
             "now"
         );
     }

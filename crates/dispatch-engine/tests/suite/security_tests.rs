@@ -126,3 +126,22 @@ async fn a_symlink_to_a_key_is_judged_by_its_target() {
     );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
+
+/// A rule over the arguments of a tool that declares nothing reads the parsed arguments, so
+/// an escape in the raw text (`\u0073ecret` is `secret`) cannot slip past a deny rule.
+#[tokio::test]
+async fn a_deny_rule_on_arguments_sees_through_json_escapes() {
+    let calc = TestTool::new(spec("calc"), Behaviour::Echo);
+    let runs = calc.calls.clone();
+    let fx = fixture().tool(calc).rules("deny calc(*secret*)\n").build();
+    fx.mark_all("s").await;
+    let raw = r#"{"name": "calc", "args": {"x": "\u0073ecret"}}"#;
+    let out = fx.run("s", "r", vec![call("c1", "run_tool", raw)]).await;
+    assert_eq!(
+        out.results[0].status,
+        Status::Refused,
+        "{}",
+        out.results[0].content
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
