@@ -42,12 +42,19 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// Under target/tmp, not /tmp: the sandbox's /tmp is a fresh tmpfs, which would hide a
-    /// fixture there for the wrong reason.
+    /// Never under /tmp: the sandbox's /tmp is a fresh tmpfs, which would hide a fixture
+    /// there for the wrong reason. Under target/tmp, unless the checkout itself lies under
+    /// /tmp (a CI clone may), then under /var/tmp.
     pub fn new() -> Fixture {
+        let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let base = if target.starts_with("/tmp") {
+            std::path::Path::new("/var/tmp")
+        } else {
+            target
+        };
         let dir = tempfile::Builder::new()
             .prefix("sbx-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(base)
             .unwrap();
         let root = dir.path().canonicalize().unwrap();
         let f = Fixture {
