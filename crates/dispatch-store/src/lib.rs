@@ -30,6 +30,10 @@ pub mod sqlite;
 #[cfg(all(feature = "redis", feature = "sqlite"))]
 pub mod tiered;
 
+/// The behaviour every backend must share, run against each of them.
+#[cfg(test)]
+mod suites;
+
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
 pub use chat::{ChatHistory, ChatHit, RunSummary};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -202,6 +206,11 @@ fn ask_user_name() -> String {
 /// store only when the events are read back.
 pub trait EventJson: Send + Sync + std::fmt::Debug {
     fn to_json(&self) -> String;
+    /// Call `each` with the texts inside the JSON that may be large (a result, arguments),
+    /// so a store can keep one copy of a text that other records of the round also carry.
+    fn for_each_text(&self, each: &mut dyn FnMut(&str)) {
+        let _ = each;
+    }
 }
 
 impl EventJson for String {
@@ -265,6 +274,15 @@ pub struct RoundRecord {
     pub journal_done: Vec<String>,
 }
 
+/// What a committed round was given by the store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// The sequence numbers of the round's events, in order (empty when it had none): what
+    /// [`SessionStore::events`] returns them under, so a caller that follows the log learns
+    /// where the round ended without reading it back.
+    pub events: std::ops::Range<u64>,
+}
+
 /// Whether a path-scoped dedupe entry stored at write epoch `stored_at` (the `write_epoch`
 /// of the round that put it) is still valid: no round after it changed everything
 /// (`wiped_at`, the epoch of the last `touched_all` round) or one of its paths (`touched_at`,
@@ -306,7 +324,7 @@ pub trait SessionStore: Send + Sync {
     }
     /// Apply one round's changes atomically. `record.round` must follow the run's last
     /// committed round, else nothing is written and the result is `StoreError::Conflict`.
-    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()>;
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<Committed>;
     /// The session transcript in commit order, optionally narrowed to one run.
     async fn transcript(
         &self,

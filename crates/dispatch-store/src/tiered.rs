@@ -23,10 +23,10 @@ use crate::near_cache::NearCache;
 use crate::redis::RedisStore;
 use crate::sqlite::SqliteStore;
 use crate::{
-    CacheHit, CacheScope, ChatHistory, ChatHit, ErrorClass, ErrorMemory, ErrorRecord, FileHistory,
-    FileVersion, GcPolicy, GcReport, JournalEntry, Maintenance, NewFileVersion, PendingTask,
-    ResultCache, RoundRecord, RunSnapshot, RunSummary, Secrets, SessionSnapshot, SessionStore,
-    StoreError, StoreResult, StoreStats, TranscriptEntry, VersionQuery,
+    CacheHit, CacheScope, ChatHistory, ChatHit, Committed, ErrorClass, ErrorMemory, ErrorRecord,
+    FileHistory, FileVersion, GcPolicy, GcReport, JournalEntry, Maintenance, NewFileVersion,
+    PendingTask, ResultCache, RoundRecord, RunSnapshot, RunSummary, Secrets, SessionSnapshot,
+    SessionStore, StoreError, StoreResult, StoreStats, TranscriptEntry, VersionQuery,
 };
 use crate::{Clock, SystemClock};
 
@@ -248,7 +248,7 @@ impl SessionStore for TieredStore {
         self.local.load_keys(session, run, keys).await
     }
 
-    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<Committed> {
         // A round loaded locally commits locally, even if the back-off ended meanwhile: its
         // round number follows the local run, which Redis would refuse as a conflict.
         if self.unpin(&record.session, &record.run) != Some(Tier::Local)

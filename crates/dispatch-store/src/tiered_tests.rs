@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::memory::suite_tests::{message, round};
 use crate::redis::testing::{self, unavailable};
+use crate::suites::session::{message, round};
 use crate::{Outcome, SystemClock};
 
 /// Nothing listens on port 1, so every connection is refused at once.

@@ -33,7 +33,7 @@ impl Secrets for SqliteStore {
         validate_name(name)?;
         let owned = name.to_string();
         let row: Option<(Vec<u8>, Vec<u8>)> = self
-            .run(format!("read secret {name}"), move |conn| {
+            .read(format!("read secret {name}"), move |conn| {
                 Ok(conn
                     .prepare_cached("SELECT nonce, ciphertext FROM secrets WHERE name = ?1")?
                     .query_row(params![owned], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -50,7 +50,7 @@ impl Secrets for SqliteStore {
     }
 
     async fn secret_names(&self) -> StoreResult<Vec<String>> {
-        self.run("list secrets".to_string(), |conn| {
+        self.read("list secrets".to_string(), |conn| {
             let mut stmt = conn.prepare_cached("SELECT name FROM secrets ORDER BY name")?;
             let names = stmt
                 .query_map([], |row| row.get::<_, String>(0))?
@@ -74,7 +74,7 @@ impl Secrets for SqliteStore {
 
     async fn secret_generation(&self) -> StoreResult<u64> {
         let generation: i64 = self
-            .run("read the secrets generation".to_string(), |conn| {
+            .read("read the secrets generation".to_string(), |conn| {
                 Ok(conn
                     .prepare_cached("SELECT generation FROM secrets_generation WHERE id = 1")?
                     .query_row([], |row| row.get(0))?)

@@ -17,6 +17,31 @@ fn rows(conn: &Connection, table: &str) -> Result<u64, JobError> {
     to_u64(n, "row count")
 }
 
+/// The bytes of each table's pages and its indexes' (a virtual table's under its shadow
+/// tables' names).
+fn bytes_by_table(conn: &Connection) -> Result<std::collections::BTreeMap<String, u64>, JobError> {
+    let mut stmt = conn.prepare(
+        "SELECT COALESCE(s.tbl_name, d.name), SUM(d.pgsize) FROM dbstat d
+         LEFT JOIN sqlite_schema s ON s.name = d.name GROUP BY 1",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut tables = std::collections::BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        tables.insert(row.get::<_, String>(0)?, to_u64(row.get(1)?, "table size")?);
+    }
+    Ok(tables)
+}
+
+/// The sum of `column` over `table`'s rows.
+fn sum(conn: &Connection, table: &str, column: &str) -> Result<u64, JobError> {
+    let n: i64 = conn.query_row(
+        &format!("SELECT COALESCE(SUM({column}), 0) FROM {table}"),
+        [],
+        |row| row.get(0),
+    )?;
+    to_u64(n, "row count")
+}
+
 /// Rows of `table` still valid at `now` by their `expires_ms`, and those already expired.
 fn by_expiry(conn: &Connection, table: &str, now: i64) -> Result<EntryCounts, JobError> {
     let (live, expired): (i64, i64) = conn.query_row(
@@ -48,20 +73,21 @@ impl Maintenance for SqliteStore {
     async fn stats(&self) -> StoreResult<StoreStats> {
         let now = clamp_ms(self.clock.now_ms());
         let mut stats = self
-            .run("read store statistics".to_string(), move |conn| {
+            .read("read store statistics".to_string(), move |conn| {
                 // One read transaction, so every count sees the same commit.
                 let tx = conn.transaction()?;
                 let stats = StoreStats {
                     backend: "sqlite",
                     sessions: rows(&tx, "sessions")?,
                     runs: rows(&tx, "runs")?,
-                    transcript_entries: rows(&tx, "transcript")?,
-                    events: rows(&tx, "events")?,
+                    transcript_entries: sum(&tx, "transcript_log", "count")?,
+                    events: sum(&tx, "event_log", "count")?,
                     pending_tasks: rows(&tx, "pending")?,
                     open_journal_entries: rows(&tx, "journal")?,
-                    dedupe_entries: rows(&tx, "dedupe")?,
+                    dedupe_entries: rows(&tx, "dedupe_entries")?,
                     cache_entries: by_expiry(&tx, "cache", now)?,
                     error_records: by_expiry(&tx, "errors", now)?,
+                    bytes_by_table: Some(bytes_by_table(&tx)?),
                     ..StoreStats::default()
                 };
                 tx.commit()?;
@@ -98,13 +124,20 @@ impl Maintenance for SqliteStore {
                 move |conn| {
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                     let runs: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM (SELECT DISTINCT session, run FROM dedupe
+                        "SELECT COUNT(*) FROM (SELECT DISTINCT session, run FROM dedupe_entries
                      WHERE session IN (SELECT id FROM sessions WHERE updated_ms < ?1))",
                         params![cutoff],
                         |row| row.get(0),
                     )?;
                     let dropped = tx.execute(
-                        "DELETE FROM dedupe
+                        "DELETE FROM dedupe_entries
+                     WHERE session IN (SELECT id FROM sessions WHERE updated_ms < ?1)",
+                        params![cutoff],
+                    )?;
+                    // What invalidated the dropped entries goes with them: an entry stored
+                    // later is stored at a later epoch than any of these touches.
+                    tx.execute(
+                        "DELETE FROM dedupe_touched
                      WHERE session IN (SELECT id FROM sessions WHERE updated_ms < ?1)",
                         params![cutoff],
                     )?;

@@ -8,9 +8,9 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tempfile::TempDir;
 
-use super::{EntryCounts, GcPolicy, GcReport, Maintenance, StoreStats};
+use crate::maintenance::{EntryCounts, GcPolicy, GcReport, Maintenance, StoreStats};
 use crate::memory::MemoryStore;
-use crate::memory::suite_tests::{entry, event, message, round, task};
+use crate::suites::session::{entry, event, message, round, task};
 use crate::{
     CacheScope, Clock, ErrorMemory, ErrorRecord, JournalEntry, ManualClock, Outcome, ResultCache,
     SessionStore, SystemClock, Validity,
@@ -171,6 +171,7 @@ async fn fill(fixture: &Fixture) {
 /// The stats without `bytes`, which the caller checks by backend.
 fn without_bytes(mut stats: StoreStats) -> StoreStats {
     stats.bytes = None;
+    stats.bytes_by_table = None;
     stats
 }
 
@@ -192,6 +193,7 @@ fn expected_stats(
         cache_entries: cache,
         error_records: errors,
         bytes: None,
+        bytes_by_table: None,
         cache_hits: 1,
         cache_misses: 2,
         cache_hit_rate: Some(1.0 / 3.0),
@@ -206,6 +208,18 @@ async fn stats_count_everything_and_gc_drops_exactly_what_is_due(fixture: Fixtur
     match backend {
         "memory" => assert_eq!(stats.bytes, None),
         _ => assert!(stats.bytes.is_some_and(|b| b > 0), "{stats:?}"),
+    }
+    match backend {
+        "sqlite" => {
+            let tables = stats.bytes_by_table.as_ref().unwrap();
+            for table in ["sessions", "event_log", "transcript_log", "dedupe_entries"] {
+                assert!(
+                    tables.get(table).is_some_and(|b| *b > 0),
+                    "{table}: {tables:?}"
+                );
+            }
+        }
+        _ => assert_eq!(stats.bytes_by_table, None),
     }
     assert_eq!(
         without_bytes(stats),

@@ -10,10 +10,6 @@ use super::MemoryStore;
 use crate::secrets::{Sealed, SecretKey, validate_name};
 use crate::{Secrets, StoreError, StoreResult};
 
-#[cfg(test)]
-#[path = "secrets_suite_tests.rs"]
-mod secrets_suite_tests;
-
 /// The key (made by the first `secret_set`), the sealed values by name, and how many times
 /// they changed (the generation: one store, one process, so a counter is enough).
 #[derive(Default)]

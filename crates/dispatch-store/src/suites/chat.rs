@@ -7,7 +7,7 @@ use tempfile::TempDir;
 
 use crate::chat::{ChatHistory, RunSummary};
 use crate::memory::MemoryStore;
-use crate::memory::suite_tests::round;
+use crate::suites::session::round;
 use crate::{ManualClock, RecordedCall, SessionStore, TranscriptEntry, TranscriptMessage};
 
 const START_MS: u64 = 1_700_000_000_000;

@@ -16,7 +16,7 @@
 //! | `dedupe-order:{sid}:{run}`      | zset    | dedupe key scored by its insertion number (a replaced key keeps its number) |
 //! | `transcript:{sid}`              | list    | `TranscriptEntry` JSON, in commit order |
 //! | `events:{sid}`                  | list    | event JSON; the element at index `i` has sequence number `i + 1` |
-//! | `events:{sid}` (pub/sub channel)| channel | `{"seq": n, "event": …}` for every committed event, published by the commit |
+//! | `events:{sid}` (pub/sub channel)| channel | `{"first_seq": n, "events": […]}` once per committed round, its events numbered from `n`, published by the commit |
 //! | `pending:{sid}`                 | hash    | task hash → `PendingTask` JSON |
 //! | `pending-order:{sid}`           | zset    | task hash scored by its first insertion (a replaced task keeps its place) |
 //! | `journal:{sid}`                 | hash    | journal entry id → `JournalEntry` JSON |
@@ -72,26 +72,18 @@ use tokio::sync::OnceCell;
 use crate::clock::{Clock, SystemClock};
 use crate::{StoreError, StoreResult};
 
-#[path = "redis_cache.rs"]
-mod cache_impl;
-#[path = "redis_chat.rs"]
-mod chat_impl;
-#[path = "redis_errors.rs"]
-mod errors_impl;
-#[path = "redis_maintenance.rs"]
-mod maintenance_impl;
-#[path = "redis_secrets.rs"]
-mod secrets_impl;
-#[path = "redis_session.rs"]
-mod session_impl;
+mod cache;
+mod chat;
+mod errors;
+mod maintenance;
+mod secrets;
+mod session;
 
 #[cfg(test)]
-#[path = "redis_testing.rs"]
 pub(crate) mod testing;
 
 #[cfg(test)]
-#[path = "redis_tests.rs"]
-mod redis_tests;
+mod tests;
 
 /// The key prefix of a store opened by URL.
 pub const DEFAULT_PREFIX: &str = "td:v1:";
@@ -159,7 +151,7 @@ impl RedisStore {
             },
             clock,
             cache_counters: Default::default(),
-            secrets: crate::secrets::KeyFile::new(secrets_impl::default_key_path()),
+            secrets: crate::secrets::KeyFile::new(secrets::default_key_path()),
         })
     }
 

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::testing::{self, KeySweeper, unavailable};
 use super::{DEFAULT_PREFIX, RedisStore};
 use crate::memory::MemoryStore;
-use crate::memory::suite_tests::{entry, event, message, round, task};
+use crate::suites::session::{entry, event, message, round, task};
 use crate::{
     CACHE_TTL, CacheScope, Clock, ErrorMemory, ErrorRecord, ManualClock, Outcome, ResultCache,
     SessionStore, StoreError, SystemClock, Validity,
@@ -104,7 +104,7 @@ async fn ids_with_colons_name_different_keys() {
 }
 
 #[tokio::test]
-async fn committed_events_are_published_with_their_sequence_numbers() {
+async fn each_committed_round_publishes_its_events_once_with_their_sequence_numbers() {
     if unavailable() {
         return;
     }
@@ -121,26 +121,26 @@ async fn committed_events_are_published_with_their_sequence_numbers() {
 
     let mut first = round("s1", "r1", 1);
     first.events = vec![event(json!({"type": "a"})), event(json!({"type": "b"}))];
-    store.commit_round(first).await.unwrap();
+    let committed = store.commit_round(first).await.unwrap();
+    assert_eq!(committed.events, 1..3);
     // A refused round publishes nothing.
     let mut stale = round("s1", "r1", 1);
     stale.events = vec![event(json!({"type": "lost"}))];
     assert!(store.commit_round(stale).await.is_err());
     let mut second = round("s1", "r1", 2);
     second.events = vec![event(json!({"type": "c"}))];
-    store.commit_round(second).await.unwrap();
+    assert_eq!(store.commit_round(second).await.unwrap().events, 3..4);
 
     let mut published = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..2 {
         let payload: String = pubsub.get_message().unwrap().get_payload().unwrap();
         published.push(serde_json::from_str::<serde_json::Value>(&payload).unwrap());
     }
     assert_eq!(
         published,
         vec![
-            json!({"seq": 1, "event": {"type": "a"}}),
-            json!({"seq": 2, "event": {"type": "b"}}),
-            json!({"seq": 3, "event": {"type": "c"}}),
+            json!({"first_seq": 1, "events": [{"type": "a"}, {"type": "b"}]}),
+            json!({"first_seq": 3, "events": [{"type": "c"}]}),
         ]
     );
     let stored: Vec<u64> = store
@@ -443,7 +443,7 @@ async fn two_os_processes_share_fetch_entries_and_not_session_entries() {
         .args([
             "--ignored",
             "--exact",
-            "redis::redis_tests::another_process_writes_cache_entries",
+            "redis::tests::another_process_writes_cache_entries",
             "--nocapture",
         ])
         .env(CHILD_PREFIX_VAR, &prefix)

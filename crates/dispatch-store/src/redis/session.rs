@@ -20,7 +20,7 @@ use async_trait::async_trait;
 
 use super::{RedisStore, backend, from_json, parse_u64, to_json};
 use crate::{
-    DedupeEntry, JournalEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot,
+    Committed, DedupeEntry, JournalEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot,
     SessionStore, StoreError, StoreResult, TranscriptEntry,
 };
 
@@ -30,8 +30,9 @@ use crate::{
 /// has_pending, pending hash, pending JSON, then six counted lists (a count, then that many
 /// values): marked names, dedupe puts (key and entry, so twice the entries), dedupe drops,
 /// transcript entries, events, closed journal ids, answered pending tasks, touched paths; then
-/// `1` when the round may have touched anything, else `0`. Returns 0 (and writes nothing)
-/// when the round does not follow the last one, else 1.
+/// `1` when the round may have touched anything, else `0`. Returns -1 (and writes nothing)
+/// when the round does not follow the last one, else the sequence number of the session's
+/// last event (the round's own events end there).
 ///
 /// Touches are recorded in the run hash at the round's write epoch: `touched:<path>` and
 /// `wiped_at` (see lib.rs `path_entry_valid`).
@@ -40,7 +41,7 @@ use crate::{
 const COMMIT: &str = r#"
 local last = redis.call('HGET', KEYS[1], 'rounds') or '0'
 if last ~= ARGV[1] then
-  return 0
+  return -1
 end
 redis.call('HSET', KEYS[1], 'rounds', ARGV[2], 'write_epoch', ARGV[3], 'turn_allow_all', ARGV[4])
 if ARGV[5] == '1' then
@@ -81,10 +82,20 @@ for i = first, last_arg do
   redis.call('RPUSH', KEYS[6], ARGV[i])
 end
 
+-- The round's events in one RPUSH (in slices, as Lua's unpack has a stack limit) and one
+-- PUBLISH: {"first_seq":N,"events":[...]}, each event's sequence number being N + its index.
 first, last_arg = next_list()
-for i = first, last_arg do
-  local seq = redis.call('RPUSH', KEYS[7], ARGV[i])
-  redis.call('PUBLISH', ARGV[7], '{"seq":' .. seq .. ',"event":' .. ARGV[i] .. '}')
+local events_seq = tonumber(redis.call('LLEN', KEYS[7]))
+if last_arg >= first then
+  local i = first
+  while i <= last_arg do
+    local upto = math.min(i + 999, last_arg)
+    events_seq = redis.call('RPUSH', KEYS[7], unpack(ARGV, i, upto))
+    i = upto + 1
+  end
+  local first_seq = events_seq - (last_arg - first)
+  redis.call('PUBLISH', ARGV[7],
+    '{"first_seq":' .. first_seq .. ',"events":[' .. table.concat(ARGV, ',', first, last_arg) .. ']}')
 end
 
 if ARGV[8] == '1' then
@@ -114,8 +125,11 @@ end
 if ARGV[at] == '1' then
   redis.call('HSET', KEYS[1], 'wiped_at', ARGV[3])
 end
-return 1
+return events_seq
 "#;
+
+static COMMIT_SCRIPT: std::sync::LazyLock<::redis::Script> =
+    std::sync::LazyLock::new(|| ::redis::Script::new(COMMIT));
 
 /// Add or replace a journal entry; a replaced one moves last, as in the memory store.
 /// KEYS: session, journal, journal-order. ARGV: entry id, entry JSON.
@@ -372,7 +386,7 @@ impl SessionStore for RedisStore {
         Ok((snapshot, run))
     }
 
-    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<Committed> {
         let conflict = |record: RoundRecord| StoreError::Conflict {
             session: record.session,
             run: record.run,
@@ -430,7 +444,7 @@ impl SessionStore for RedisStore {
         let transcript = record
             .transcript
             .iter()
-            .map(|entry| to_json(&super::chat_impl::Stamped { at_ms: now, entry }))
+            .map(|entry| to_json(&super::chat::Stamped { at_ms: now, entry }))
             .collect::<StoreResult<Vec<_>>>()?;
         counted(&mut args, transcript.into_iter());
         counted(&mut args, record.events.iter().map(|event| event.to_json()));
@@ -440,22 +454,24 @@ impl SessionStore for RedisStore {
         args.push(u8::from(record.touched_all).to_string());
 
         let mut conn = self.connection().await?;
-        let applied: i64 = ::redis::cmd("EVAL")
-            .arg(COMMIT)
-            .arg(script_keys.len())
-            .arg(&script_keys)
-            .arg(&args)
-            .query_async(&mut conn)
+        // EVALSHA, falling back to EVAL once when Redis does not know the script yet: the
+        // script's text crosses the wire once per Redis start, not once per round.
+        let mut invocation = COMMIT_SCRIPT.prepare_invoke();
+        invocation.key(&script_keys[..]).arg(&args);
+        let last_seq: i64 = invocation
+            .invoke_async(&mut conn)
             .await
             .map_err(backend(format!(
                 "commit round {} of {session}/{run}",
                 record.round
             )))?;
-        if applied == 1 {
-            Ok(())
-        } else {
-            Err(conflict(record))
-        }
+        let Ok(last_seq) = u64::try_from(last_seq) else {
+            return Err(conflict(record));
+        };
+        let count = u64::try_from(record.events.len()).unwrap_or(u64::MAX);
+        Ok(Committed {
+            events: last_seq.saturating_sub(count) + 1..last_seq + 1,
+        })
     }
 
     async fn transcript(

@@ -10,24 +10,16 @@ use async_trait::async_trait;
 
 use crate::clock::{Clock, SystemClock};
 use crate::{
-    DedupeEntry, EventJson, JournalEntry, PendingTask, RoundRecord, RunSnapshot, SessionSnapshot,
-    SessionStore, StoreError, StoreResult, TranscriptEntry,
+    Committed, DedupeEntry, EventJson, JournalEntry, PendingTask, RoundRecord, RunSnapshot,
+    SessionSnapshot, SessionStore, StoreError, StoreResult, TranscriptEntry,
 };
-
-#[cfg(test)]
-#[path = "suite_tests.rs"]
-pub(crate) mod suite_tests;
-
-#[cfg(test)]
-#[path = "chat_suite_tests.rs"]
-mod chat_suite_tests;
 
 /// A [`SessionStore`] that keeps everything in process memory and forgets it on drop.
 pub struct MemoryStore {
     state: Mutex<State>,
-    cache: Mutex<cache_impl::CacheState>,
-    errors: Mutex<errors_impl::ErrorState>,
-    secrets: Mutex<secrets_impl::SecretState>,
+    cache: Mutex<cache::CacheState>,
+    errors: Mutex<errors::ErrorState>,
+    secrets: Mutex<secrets::SecretState>,
     files: Mutex<Vec<crate::file_history::FileVersion>>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
@@ -108,16 +100,11 @@ impl SessionState {
     }
 }
 
-#[path = "memory_cache.rs"]
-mod cache_impl;
-#[path = "memory_errors.rs"]
-mod errors_impl;
-#[path = "memory_files.rs"]
-mod files_impl;
-#[path = "memory_maintenance.rs"]
-mod maintenance_impl;
-#[path = "memory_secrets.rs"]
-mod secrets_impl;
+mod cache;
+mod errors;
+mod files;
+mod maintenance;
+mod secrets;
 
 #[derive(Default)]
 struct State {
@@ -263,7 +250,7 @@ impl SessionStore for MemoryStore {
         Ok((stored.snapshot.clone(), run))
     }
 
-    async fn commit_round(&self, record: RoundRecord) -> StoreResult<()> {
+    async fn commit_round(&self, record: RoundRecord) -> StoreResult<Committed> {
         let RoundRecord {
             session,
             run,
@@ -329,10 +316,14 @@ impl SessionStore for MemoryStore {
         stored.transcript.extend(transcript);
 
         let mut seq = stored.events.last().map_or(0, |(seq, _)| *seq);
+        let first_seq = seq + 1;
         stored.events.extend(events.into_iter().map(|event| {
             seq += 1;
             (seq, event)
         }));
+        let committed = Committed {
+            events: first_seq..seq + 1,
+        };
 
         if let Some(task) = pending {
             match stored
@@ -350,7 +341,7 @@ impl SessionStore for MemoryStore {
         stored
             .journal
             .retain(|entry| !journal_done.contains(&entry.id));
-        Ok(())
+        Ok(committed)
     }
 
     async fn transcript(

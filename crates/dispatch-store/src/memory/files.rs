@@ -6,10 +6,6 @@ use super::MemoryStore;
 use crate::file_history::{FileHistory, FileVersion, NewFileVersion, VersionQuery};
 use crate::{StoreError, StoreResult};
 
-#[cfg(test)]
-#[path = "files_suite_tests.rs"]
-mod files_suite_tests;
-
 impl MemoryStore {
     fn files_state(&self) -> StoreResult<std::sync::MutexGuard<'_, Vec<FileVersion>>> {
         self.files.lock().map_err(|_| {

@@ -11,10 +11,6 @@ use super::MemoryStore;
 use crate::cache::{CacheHit, CacheScope, ResultCache, remaining};
 use crate::{StoreError, StoreResult};
 
-#[cfg(test)]
-#[path = "cache_suite_tests.rs"]
-mod cache_suite_tests;
-
 /// The cached entries: by scope first, so a lookup borrows the key instead of building a tuple.
 #[derive(Default)]
 pub(super) struct CacheState {

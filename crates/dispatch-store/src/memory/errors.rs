@@ -6,9 +6,6 @@ use async_trait::async_trait;
 
 use super::MemoryStore;
 
-#[cfg(test)]
-#[path = "errors_suite_tests.rs"]
-mod errors_suite_tests;
 use crate::errors::ERROR_TTL_MS;
 use crate::{ErrorClass, ErrorMemory, ErrorRecord, StoreError, StoreResult};
 

@@ -7,8 +7,9 @@ use rusqlite::Connection;
 use serde_json::json;
 use tempfile::TempDir;
 
-use super::{MIGRATIONS, SqliteStore};
-use crate::memory::suite_tests::{entry, event, message, round, task, todo};
+use super::SqliteStore;
+use super::schema::MIGRATIONS;
+use crate::suites::session::{entry, event, message, round, task, todo};
 use crate::{
     PendingTask, RoundRecord, RunSnapshot, SessionSnapshot, SessionStore, StoreError, TodoStatus,
     TranscriptEntry, Validity,
@@ -271,7 +272,7 @@ async fn rounds_queued_together_commit_together_and_each_caller_gets_its_own_res
     let hold: super::Job = Box::new(move |_conn| {
         let _ = gate.recv();
     });
-    store.jobs.as_ref().unwrap().send(hold).unwrap();
+    store.writer.as_ref().unwrap().send(hold).unwrap();
 
     let mut broken = tagged_round("bad", "r1", 1, "broken");
     broken.pending = Some(task("bad", "r1", "", 1)); // breaks CHECK (task_hash <> '')
@@ -374,7 +375,7 @@ async fn rounds_queued_together_commit_together_and_each_caller_gets_its_own_res
     let conn = Connection::open(dir.path().join("store.db")).unwrap();
     let (runs, transcript): (i64, i64) = conn
         .query_row(
-            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM transcript)",
+            "SELECT (SELECT count(*) FROM runs), (SELECT sum(count) FROM transcript_log)",
             [],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
@@ -383,15 +384,15 @@ async fn rounds_queued_together_commit_together_and_each_caller_gets_its_own_res
 }
 
 #[tokio::test]
-async fn transcript_has_one_index_per_column_list() {
+async fn the_transcript_and_event_logs_have_one_index_each() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("store.db");
     drop(SqliteStore::open(&path).unwrap());
     let conn = Connection::open(&path).unwrap();
     let mut stmt = conn
         .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'transcript'
-             AND sql IS NOT NULL ORDER BY name",
+            "SELECT name FROM sqlite_master WHERE type = 'index'
+             AND tbl_name IN ('transcript_log', 'event_log') AND sql IS NOT NULL ORDER BY name",
         )
         .unwrap();
     let names: Vec<String> = stmt
@@ -399,7 +400,7 @@ async fn transcript_has_one_index_per_column_list() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(names, ["transcript_by_run", "transcript_by_session"]);
+    assert_eq!(names, ["event_log_by_session", "transcript_log_by_run"]);
 }
 
 /// A store written before migration 9 (no epochs on dedupe entries, no path index) opens, its
@@ -444,4 +445,202 @@ async fn a_store_from_before_the_path_index_keeps_working() {
     let (_, run) = store.load_keys("s1", "r1", &keys).await.unwrap();
     let kept: Vec<&str> = run.dedupe.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(kept, vec!["kb"]);
+}
+
+/// A store written by an older binary (fixtures/README.md) opens, migrates, reads back exactly
+/// what that binary wrote (events with their sequence numbers byte for byte, transcript,
+/// dedupe entries, pending tasks) and keeps working: new rounds continue the sequences.
+#[tokio::test]
+async fn a_store_written_before_migration_10_reads_back_the_same_and_keeps_working() {
+    use crate::{ChatHistory, TranscriptEntry};
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(fixtures.join("schema-9.db"), &path).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("schema-9.expected.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(user_version(&path), 9);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        user_version(&path),
+        i64::try_from(MIGRATIONS.len()).unwrap()
+    );
+    for session in ["s1", "s2"] {
+        let events: Vec<(u64, String)> =
+            serde_json::from_value(expected["events"][session].clone()).unwrap();
+        assert!(!events.is_empty());
+        assert_eq!(store.events(session, 0).await.unwrap(), events);
+        let middle = events[events.len() / 2].0;
+        let after: Vec<_> = events
+            .iter()
+            .filter(|(seq, _)| *seq > middle)
+            .cloned()
+            .collect();
+        assert_eq!(store.events(session, middle).await.unwrap(), after);
+
+        let transcript: Vec<TranscriptEntry> =
+            serde_json::from_value(expected["transcript"][session].clone()).unwrap();
+        assert_eq!(store.transcript(session, None).await.unwrap(), transcript);
+    }
+
+    let (snapshot, run) = store.load("s1", "r1").await.unwrap();
+    let marked: Vec<String> = snapshot.marked.into_iter().collect();
+    assert_eq!(marked, ["calculate", "edit_file", "read_files"]);
+    assert_eq!((run.rounds, run.write_epoch), (4, 1));
+    let want: Vec<serde_json::Value> = expected["dedupe"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["session"] == "s1" && e["run"] == "r1")
+        .map(|e| {
+            json!({"key": e["key"], "tool": e["tool"], "result": e["result"],
+                   "validity": e["validity"], "is_error": e["is_error"]})
+        })
+        .collect();
+    let got: Vec<serde_json::Value> = run
+        .dedupe
+        .iter()
+        .map(|e| {
+            json!({"key": e.key, "tool": e.tool, "result": e.result,
+                   "validity": e.validity, "is_error": e.is_error})
+        })
+        .collect();
+    assert_eq!(got, want, "every entry, in the order it was stored");
+    assert!(
+        want.iter()
+            .any(|e| e["result"].as_str().unwrap().len() > 3000),
+        "the fixture has a large result"
+    );
+    let keys: Vec<String> = run.dedupe.iter().map(|e| e.key.clone()).collect();
+    let (_, by_key) = store.load_keys("s1", "r1", &keys[1..2]).await.unwrap();
+    assert_eq!(by_key.dedupe, run.dedupe[1..2]);
+
+    let pending = store.pending("s2").await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].task_hash, expected["pending"][0]);
+    let hits = store.chat_search("s1", "big", None, 10).await.unwrap();
+    assert!(!hits.is_empty(), "the migrated transcript is searchable");
+
+    // It keeps working: a new round's events follow the old ones, its transcript follows too.
+    let last_seq = expected["events"]["s2"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(expected["events"]["s1"].as_array().unwrap())
+        .map(|e| e[0].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let committed = store
+        .commit_round(tagged_round("s1", "r1", 5, "after the migration"))
+        .await
+        .unwrap();
+    assert_eq!(committed.events, last_seq + 1..last_seq + 2);
+    let events = store.events("s1", last_seq).await.unwrap();
+    assert_eq!(
+        events,
+        [(
+            last_seq + 1,
+            r#"{"text":"after the migration"}"#.to_string()
+        )]
+    );
+    let transcript = store.transcript("s1", Some("r1")).await.unwrap();
+    assert_eq!(transcript.len(), 12 + 1);
+    let hits = store
+        .chat_search("s1", "migration", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    let old_hits = store.chat_search("s1", "big", None, 10).await.unwrap();
+    assert!(
+        hits[0].seq > old_hits[0].seq,
+        "message positions keep increasing"
+    );
+}
+
+/// An event that, like the engine's, says which of its texts may be large.
+#[derive(Debug)]
+struct ResultEvent {
+    result: String,
+}
+
+impl crate::EventJson for ResultEvent {
+    fn to_json(&self) -> String {
+        json!({"type": "ToolResult", "result": self.result}).to_string()
+    }
+    fn for_each_text(&self, each: &mut dyn FnMut(&str)) {
+        each(&self.result);
+    }
+}
+
+/// A 20 KB result that a round's transcript, event and dedupe entry all carry is written
+/// once (as one deflated blob); each of them keeps a reference and reads back the full text.
+#[tokio::test]
+async fn a_large_result_is_written_once_per_call() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    // Text that deflate cannot shrink to nothing: pseudo-random hex digits.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let large: String = (0..20_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b"0123456789abcdef"[usize::try_from(state % 16).unwrap()])
+        })
+        .collect();
+    let mut record = round("s1", "r1", 1);
+    record.transcript = vec![message("r1", 1, &large)];
+    record.events = vec![std::sync::Arc::new(ResultEvent {
+        result: large.clone(),
+    })];
+    record.dedupe_put = vec![entry("k1", &large, crate::Validity::Always)];
+    store.commit_round(record).await.unwrap();
+
+    let (_, run) = store.load("s1", "r1").await.unwrap();
+    assert_eq!(run.dedupe[0].result, large);
+    let transcript = store.transcript("s1", None).await.unwrap();
+    assert!(matches!(
+        &transcript[0].message,
+        crate::TranscriptMessage::Tool { content, .. } if *content == large
+    ));
+    let events = store.events("s1", 0).await.unwrap();
+    assert_eq!(
+        events[0].1,
+        json!({"type": "ToolResult", "result": large}).to_string()
+    );
+
+    drop(store);
+    let conn = Connection::open(&path).unwrap();
+    let (blobs, blob_bytes): (i64, i64) = conn
+        .query_row("SELECT count(*), sum(length(body)) FROM blobs", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(blobs, 1, "one copy of the text");
+    assert!(blob_bytes < 20_000, "deflated: {blob_bytes} bytes");
+    let bodies: i64 = conn
+        .query_row(
+            "SELECT (SELECT sum(length(body)) FROM transcript_log)
+                  + (SELECT sum(length(body)) FROM event_log)",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(
+        bodies < 400,
+        "the transcript and the event keep references: {bodies} bytes"
+    );
+    let result_kind: String = conn
+        .query_row("SELECT typeof(result) FROM dedupe_entries", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(
+        result_kind, "blob",
+        "the dedupe entry keeps the blob's hash"
+    );
 }
