@@ -33,6 +33,31 @@ impl dispatch_store::EventJson for Event {
         text.push('}');
         text
     }
+
+    fn for_each_text(&self, each: &mut dyn FnMut(&str)) {
+        match &self.kind {
+            EventKind::ToolCall { tool_args, .. } => each(tool_args),
+            EventKind::ToolResult {
+                tool_args, result, ..
+            } => {
+                each(tool_args);
+                each(result);
+            }
+            EventKind::ToolProgress { text, .. } | EventKind::ToolCallText { text, .. } => {
+                each(text);
+            }
+            EventKind::ToolSkipped {
+                tool_args, text, ..
+            }
+            | EventKind::ToolConfirm {
+                tool_args, text, ..
+            } => {
+                each(tool_args);
+                each(text);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What happened.

@@ -203,6 +203,10 @@ pub struct RoundOutcome {
     /// never committed (the process died): reported once, never run again (DESIGN §4.7).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub interrupted: Vec<JournalEntry>,
+    /// The sequence numbers the store gave the round's events (`SessionStore::events`), so a
+    /// caller that follows the log knows where the round ended without reading it back.
+    #[serde(skip)]
+    pub event_seqs: std::ops::Range<u64>,
 }
 
 impl RoundOutcome {
@@ -805,7 +809,7 @@ impl RoundCx<'_> {
         record.events = store_events(&events);
         let pending = record.pending.clone();
         let round = record.round;
-        self.engine.store.commit_round(record).await?;
+        let committed = self.engine.store.commit_round(record).await?;
         // An outage the commit met is reported too (live and in the outcome; the record
         // is already written).
         self.report_store_health();
@@ -835,6 +839,7 @@ impl RoundCx<'_> {
             pending,
             fatal: self.fatal,
             interrupted: self.interrupted,
+            event_seqs: committed.events,
         })
     }
 
@@ -907,9 +912,13 @@ fn assistant_message(calls: &[RawCall], redactor: &Redactor) -> TranscriptMessag
 }
 
 /// The events for the store, which writes them as JSON only when it needs the text.
+/// The events the store keeps. A call's streamed text (`ToolCallText`) is live only: its
+/// result event carries what the model saw, and storing the stream too would store most
+/// results twice.
 fn store_events(events: &[Arc<Event>]) -> Vec<Arc<dyn dispatch_store::EventJson>> {
     events
         .iter()
+        .filter(|e| !matches!(e.kind, EventKind::ToolCallText { .. }))
         .map(|e| Arc::clone(e) as Arc<dyn dispatch_store::EventJson>)
         .collect()
 }

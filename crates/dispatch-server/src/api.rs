@@ -231,15 +231,13 @@ async fn dispatch(
             }
         };
         let committed = outcome.as_ref().ok().map(|o| (o.run.as_str(), o.round));
-        let last_seq = if committed.is_some() && daemon.hub.watched(&session) {
-            let known = daemon.hub.last_seq(&session);
-            match daemon.store.events(&session, known).await {
-                Ok(events) => Some(events.last().map_or(known, |(seq, _)| *seq)),
-                Err(_) => None,
-            }
-        } else {
-            None
-        };
+        // Where the round's events end in the session's log, as the commit numbered them.
+        let last_seq = outcome.as_ref().ok().map(|o| {
+            o.event_seqs
+                .clone()
+                .last()
+                .unwrap_or_else(|| daemon.hub.last_seq(&session))
+        });
         daemon.hub.finish_round(&feed, committed, last_seq);
         outcome
     });

@@ -134,7 +134,8 @@ pub async fn run(
     // As `serve` builds it, minus the machine's config file (a benchmark should not depend on it).
     let hub = Hub::new(dispatch_engine::EngineConfig::new(".").confirm_timeout);
     let (engine, store) = setup::build(&common, None, &Config::default(), hub.clone())?;
-    let daemon = Daemon::new(Arc::new(engine), hub, store);
+    let bytes_before = store_bytes(store.as_ref()).await;
+    let daemon = Daemon::new(Arc::new(engine), hub, store.clone());
 
     let stop = CancellationToken::new();
     let daemon_listener = listen().await?;
@@ -181,6 +182,13 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     }
 
+    // What the load added on disk, per round (SQLite: the file after a checkpoint).
+    let bytes_per_round = match (bytes_before, store_bytes(store.as_ref()).await) {
+        (Some(before), Some(after)) => {
+            Some((after.saturating_sub(before)) as f64 / (sessions * rounds) as f64)
+        }
+        _ => None,
+    };
     let mut rates = [0.0f64; 2];
     let mut failures = Vec::new();
     let mut daemon_correct = false;
@@ -207,6 +215,10 @@ pub async fn run(
                 "p50_ms": round2(percentile(&tally.latencies_ms, 0.50)),
                 "p99_ms": round2(percentile(&tally.latencies_ms, 0.99)),
                 "wall_ms": round2(wall_s * 1000.0),
+                "store_bytes_per_round": (target == Target::Daemon)
+                    .then_some(bytes_per_round)
+                    .flatten()
+                    .map(|b| b.round()),
             })
             .to_string(),
         );
@@ -247,6 +259,18 @@ pub async fn run(
             failures.join(" | ")
         )))
     }
+}
+
+/// The bytes an SQLite store holds on disk once its WAL is checkpointed into the file; `None`
+/// for the other backends (Redis reports the whole server's memory, not this store's).
+async fn store_bytes(store: &dyn dispatch_store::Store) -> Option<u64> {
+    // Keeps every run (the cutoff is far in the past); only checkpoints and optimizes.
+    let keep_all = dispatch_store::GcPolicy {
+        finished_runs_older_than: Duration::from_secs(100 * 365 * 24 * 3600),
+    };
+    store.gc(&keep_all).await.ok()?;
+    let stats = store.stats().await.ok()?;
+    (stats.backend == "sqlite").then_some(stats.bytes).flatten()
 }
 
 #[derive(Clone, Copy)]
