@@ -7,7 +7,8 @@ use std::sync::Arc;
 use dispatch_store::PendingTask;
 use serde_json::Value;
 
-use crate::round::{Engine, EngineError, RoundOutcome, RoundRequest, Slot, SlotState};
+use crate::round::{Engine, EngineError, RoundOutcome, RoundRequest};
+use crate::slot::{Slot, SlotState};
 use crate::wire::RawCall;
 
 /// The user's answers to one pending task.

@@ -20,6 +20,7 @@ pub mod rules;
 mod scheduler;
 pub mod sensitive;
 pub mod shaping;
+mod slot;
 pub mod spec;
 pub mod spill;
 pub mod status;
@@ -34,9 +35,9 @@ pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Qu
 pub use redact::ToolSecrets;
 pub use registry::{Registry, RegistryError};
 pub use round::{
-    Engine, EngineConfig, EngineError, RoundOutcome, RoundRequest, SlotResult,
-    default_max_concurrent,
+    Engine, EngineConfig, EngineError, RoundOutcome, RoundRequest, default_max_concurrent,
 };
+pub use slot::SlotResult;
 pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};
 pub use status::Status;
 pub use subject::{Access, Subject};

@@ -16,7 +16,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventKind, EventLog};
-use crate::round::{Execution, Failure, RoundCx, Slot, SlotState, go_duration};
+use crate::round::{RoundCx, go_duration};
+use crate::slot::{Execution, Failure, Slot, SlotState};
 use crate::spec::{Effect, ToolSpec};
 use crate::status::Status;
 use crate::tool::{Exclude, Progress, ProgressState, Tool, ToolContext, ToolError, ToolOutput};
