@@ -47,9 +47,18 @@ impl Engine {
     /// result is committed in the task's run (removing the task in the same commit, so an
     /// answer lands once), and the outcome carries that one result.
     pub async fn answer(&self, req: AnswerRequest) -> Result<RoundOutcome, EngineError> {
+        self.hold_session(&req.request.session)
+            .await
+            .answer(req)
+            .await
+    }
+
+    /// [`Engine::answer`] once the session is held.
+    pub(crate) async fn answer_held(
+        &self,
+        req: AnswerRequest,
+    ) -> Result<RoundOutcome, EngineError> {
         let session = req.request.session.clone();
-        let lock = self.session_lock(&session);
-        let _one_round_at_a_time = lock.lock().await;
         let pending = self.store.pending(&session).await?;
         let Some(task) = pending.iter().find(|t| t.task_hash == req.task).cloned() else {
             return Err(EngineError::NoSuchTask {

@@ -35,7 +35,8 @@ pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Qu
 pub use redact::ToolSecrets;
 pub use registry::{Registry, RegistryError};
 pub use round::{
-    Engine, EngineConfig, EngineError, RoundOutcome, RoundRequest, default_max_concurrent,
+    Engine, EngineConfig, EngineError, HeldSession, RoundOutcome, RoundRequest,
+    default_max_concurrent,
 };
 pub use slot::SlotResult;
 pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};

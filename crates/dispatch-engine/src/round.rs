@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::answer::AnswerRequest;
 use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
 use crate::events::{Event, EventKind, EventLog, EventSink};
@@ -92,6 +93,10 @@ pub enum EngineError {
     },
     #[error("{0}")]
     BadAnswer(String),
+    #[error(
+        "a round of session {asked} was given to the hold of session {held}; hold its own session"
+    )]
+    NotHeld { held: String, asked: String },
     #[error("cannot read the rules file {path}: {source}")]
     Rules {
         path: String,
@@ -131,6 +136,41 @@ pub struct Engine {
     pub(crate) secrets: Option<Arc<dyn Secrets>>,
     /// The redactor of `secrets`, rebuilt only when they change.
     redaction: RedactorCache,
+}
+
+/// A session held for one caller (see [`Engine::hold_session`]): rounds and answers run on
+/// it one after another, and no other caller's round of the session runs meanwhile.
+pub struct HeldSession<'e> {
+    engine: &'e Engine,
+    session: String,
+    _one_round_at_a_time: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl HeldSession<'_> {
+    /// Dispatch one round of the held session (see [`Engine::round`]).
+    pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
+        self.check_session(&req.session)?;
+        self.engine.round_held(req).await
+    }
+
+    /// Deliver the user's answers to a pending task of the held session (see
+    /// [`Engine::answer`]).
+    pub async fn answer(&self, req: AnswerRequest) -> Result<RoundOutcome, EngineError> {
+        self.check_session(&req.request.session)?;
+        self.engine.answer_held(req).await
+    }
+
+    /// A round of another session would run without its own session's lock.
+    fn check_session(&self, session: &str) -> Result<(), EngineError> {
+        if session == self.session {
+            Ok(())
+        } else {
+            Err(EngineError::NotHeld {
+                held: self.session.clone(),
+                asked: session.to_string(),
+            })
+        }
+    }
 }
 
 /// One round to dispatch.
@@ -352,11 +392,20 @@ impl Engine {
         self
     }
 
-    pub(crate) fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
-        match self.sessions.lock() {
+    /// Wait until no other round or answer of `session` runs on this engine, and keep it so
+    /// until the returned hold is dropped. [`Engine::round`] and [`Engine::answer`] take one
+    /// themselves; a caller that must do more under the same lock (the daemon opens and
+    /// closes the session's event feed around each round) holds one and runs the round on it.
+    pub async fn hold_session(&self, session: &str) -> HeldSession<'_> {
+        let lock = match self.sessions.lock() {
             Ok(mut sessions) => sessions.entry(session.to_string()).or_default().clone(),
             // A poisoned map only loses the serialisation, never a round.
             Err(_) => Arc::default(),
+        };
+        HeldSession {
+            engine: self,
+            session: session.to_string(),
+            _one_round_at_a_time: lock.lock_owned().await,
         }
     }
 
@@ -412,8 +461,11 @@ impl Engine {
 
     /// Dispatch one round: check every call, run the ready ones, commit in call order.
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
-        let lock = self.session_lock(&req.session);
-        let _one_round_at_a_time = lock.lock().await;
+        self.hold_session(&req.session).await.round(req).await
+    }
+
+    /// [`Engine::round`] once the session is held.
+    async fn round_held(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
         let mut cx = self.begin(req).await?;
         let round = cx.record.round;
         let calls = std::mem::take(&mut cx.req.calls);
