@@ -11,10 +11,11 @@ use serde_json::value::RawValue;
 
 use crate::canonical::{DedupeKey, KeyMap, dedupe_key};
 use crate::deferred::{RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
+use crate::engine::Engine;
 use crate::events::EventKind;
 use crate::gate::{ConfirmRequest, Permission, Verdict};
 use crate::registry::Registered;
-use crate::round::{Engine, RoundCx, go_duration, normalise_name};
+use crate::round::{RoundCx, go_duration, normalise_name};
 use crate::rules::remembered_rule;
 use crate::slot::{Slot, SlotState};
 use crate::spec::Effect;
