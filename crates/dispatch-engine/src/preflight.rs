@@ -2,7 +2,7 @@
 //! the loaded set → dedupe → schema before fetch → existence → confirm gate → JSON Schema.
 //! The first check that fails settles the call with its message; it never runs.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -10,18 +10,18 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::canonical::{DedupeKey, KeyMap, dedupe_key};
-use crate::deferred::{RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
+use crate::deferred::{Catalog, RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
 use crate::engine::Engine;
-use crate::events::EventKind;
+use crate::events::{EventKind, EventLog};
 use crate::gate::{ConfirmRequest, Permission, Verdict};
 use crate::registry::Registered;
-use crate::round::{RoundCx, go_duration, normalise_name};
+use crate::round::{RoundCx, RoundRequest, go_duration, normalise_name};
 use crate::rules::remembered_rule;
 use crate::slot::{Slot, SlotState};
 use crate::spec::Effect;
 use crate::status::Status;
 use crate::subject::secret_references;
-use crate::tool::Tool;
+use crate::tool::{Exclude, Tool};
 use crate::wire::RawCall;
 use dispatch_store::{DedupeEntry, Validity};
 
@@ -120,8 +120,53 @@ impl Candidate {
     }
 }
 
-impl<'e> RoundCx<'e> {
+impl RoundCx<'_> {
+    /// Pass 1 over this round's calls, in call order: a slot per call, settled or ready.
     pub(crate) async fn preflight(&mut self, calls: &[RawCall]) -> Vec<Slot> {
+        let mut preflight = Preflight {
+            engine: self.engine,
+            req: &self.req,
+            log: &self.log,
+            exclude: &self.exclude,
+            remembered: &self.dedupe,
+            call_keys: &self.call_keys,
+            write_epoch: self.run.write_epoch,
+            marked: &mut self.session.marked,
+            newly_marked: &mut self.newly_marked,
+            turn_allow_all: self.run.turn_allow_all,
+        };
+        let slots = preflight.check_all(calls).await;
+        if preflight.turn_allow_all {
+            // The user allowed the rest of the turn: later rounds of the run skip the ask too.
+            self.run.turn_allow_all = true;
+            self.record.turn_allow_all = true;
+        }
+        slots
+    }
+}
+
+/// What pass 1 reads from the round, and the little it may change: the tools whose schema
+/// the model has now seen, and "allow for this turn" when the user grants it.
+struct Preflight<'a> {
+    engine: &'a Engine,
+    req: &'a RoundRequest,
+    log: &'a EventLog,
+    exclude: &'a Exclude,
+    /// The results this run remembers, by dedupe key.
+    remembered: &'a KeyMap<DedupeEntry>,
+    /// Each call's dedupe key, by call index, made before the load (see `round_keys`).
+    call_keys: &'a [Option<DedupeKey>],
+    /// The run's write epoch: a remembered result of an older epoch may be stale.
+    write_epoch: u64,
+    /// The session's marked tools, and those this round marked.
+    marked: &'a mut BTreeSet<String>,
+    newly_marked: &'a mut BTreeSet<String>,
+    /// "Allow for this turn": read by the gate, granted by a confirmation.
+    turn_allow_all: bool,
+}
+
+impl<'a> Preflight<'a> {
+    async fn check_all(&mut self, calls: &[RawCall]) -> Vec<Slot> {
         let mut pass = Pass1 {
             ready_keys: KeyMap::with_capacity_and_hasher(calls.len(), Default::default()),
             ..Pass1::default()
@@ -240,7 +285,7 @@ impl<'e> RoundCx<'e> {
             return ControlFlow::Break(call.slot(SlotState::SameAs(first)));
         }
         if let Some(entry) = self
-            .dedupe
+            .remembered
             .get(&key)
             .filter(|e| dedupes && self.still_valid(e, pass.mutations_ahead > 0))
         {
@@ -291,8 +336,8 @@ impl<'e> RoundCx<'e> {
 
     /// Step 5: the tool must exist; the message suggests near names, each the way this
     /// provider can call it.
-    fn existence(&self, call: &Candidate) -> ControlFlow<Slot, &'e Registered> {
-        let engine: &'e Engine = self.engine;
+    fn existence(&self, call: &Candidate) -> ControlFlow<Slot, &'a Registered> {
+        let engine: &'a Engine = self.engine;
         if let Some(entry) = engine.registry.get(&call.name) {
             return ControlFlow::Continue(entry);
         }
@@ -335,7 +380,7 @@ impl<'e> RoundCx<'e> {
         let secrets = secret_references(args_view);
         let permission = Permission {
             run_allow_all: self.req.allow_all,
-            turn_allow_all: self.run.turn_allow_all,
+            turn_allow_all: self.turn_allow_all,
         };
         let verdict = match self.engine.policy.lock() {
             Ok(policy) => policy.evaluate(
@@ -405,6 +450,27 @@ impl<'e> RoundCx<'e> {
         }
     }
 
+    fn catalog(&self) -> Catalog<'_> {
+        Catalog {
+            registry: &self.engine.registry,
+            provider: self.req.provider,
+            exclude: self.exclude,
+            client_tools: &self.req.client_tools,
+            marked: self.marked,
+        }
+    }
+
+    /// The model has now seen `name`'s schema.
+    fn mark(&mut self, name: &str) {
+        if self.marked.insert(name.to_string()) {
+            self.newly_marked.insert(name.to_string());
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        self.log.emit(kind);
+    }
+
     /// `run_tool(name, args)` → the inner call, or why it cannot be unwrapped.
     #[allow(clippy::type_complexity)]
     fn resolve_run_tool(
@@ -436,7 +502,7 @@ impl<'e> RoundCx<'e> {
         match &entry.validity {
             Validity::Always => true,
             Validity::Paths { .. } => !mutation_ahead,
-            Validity::Epoch { epoch } => !mutation_ahead && *epoch == self.run.write_epoch,
+            Validity::Epoch { epoch } => !mutation_ahead && *epoch == self.write_epoch,
         }
     }
 
@@ -513,8 +579,7 @@ impl<'e> RoundCx<'e> {
             }
         }
         if reply.allow_turn {
-            self.run.turn_allow_all = true;
-            self.record.turn_allow_all = true;
+            self.turn_allow_all = true;
         }
         None
     }

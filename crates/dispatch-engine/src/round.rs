@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::canonical::{DedupeKey, KeyMap};
-use crate::deferred::{Catalog, ClientTool};
+use crate::deferred::ClientTool;
 use crate::engine::{Engine, EngineError};
 use crate::events::{Event, EventKind, EventLog, EventSink};
 use crate::redact::{Redactor, ToolSecrets};
@@ -137,16 +137,6 @@ pub(crate) struct RoundCx<'e> {
 }
 
 impl RoundCx<'_> {
-    pub fn catalog(&self) -> Catalog<'_> {
-        Catalog {
-            registry: &self.engine.registry,
-            provider: self.req.provider,
-            exclude: &self.exclude,
-            client_tools: &self.req.client_tools,
-            marked: &self.session.marked,
-        }
-    }
-
     pub fn mark(&mut self, name: &str) {
         if self.session.marked.insert(name.to_string()) {
             self.newly_marked.insert(name.to_string());
