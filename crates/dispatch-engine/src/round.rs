@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dispatch_store::{
     DedupeEntry, JournalEntry, PendingTask, RecordedCall, RoundRecord, RunSnapshot,
-    SessionSnapshot, StoreError, Todo, TranscriptEntry, TranscriptMessage,
+    SessionSnapshot, Todo, TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -379,24 +379,6 @@ impl RoundCx<'_> {
             self.record.journal_done.push(entry.id.clone());
         }
         self.interrupted = entries;
-    }
-
-    /// Journal a mutating call before it runs; an error means it must not run.
-    pub(crate) async fn journal(&mut self, slot: &Slot) -> Result<(), StoreError> {
-        let entry = JournalEntry {
-            id: format!("{}|{}|{}", self.req.run, self.record.round, slot.id),
-            session: self.req.session.clone(),
-            run: self.req.run.clone(),
-            round: self.record.round,
-            tool_call_id: slot.id.to_string(),
-            tool_name: slot.name.to_string(),
-            arguments: slot.args_raw.to_string(),
-            started_ms: now_unix_ms(),
-        };
-        let id = entry.id.clone();
-        self.engine.store.journal_begin(entry).await?;
-        self.journaled.push(id);
-        Ok(())
     }
 }
 
