@@ -166,14 +166,18 @@ impl Engine {
             message: assistant_message(&calls, &cx.redactor),
         });
 
+        // A reply that calls a client tool is the caller's to run (spec §1.1).
         let handed_off = cx.client_handoff(&calls);
         let handoff = handed_off.is_some();
         let mut slots = if let Some(slots) = handed_off {
             slots
         } else {
+            // Pass 1: check every call in order.
             let mut slots = cx.preflight(&calls).await;
+            // A call that needs the user parks the run instead of running (spec §1.4).
             let pending = cx.park_for_ask_user(&mut slots);
             if pending.is_none() {
+                // Pass 2: run the ready calls.
                 cx.execute(&mut slots).await;
                 if cx.req.cancel.is_cancelled() {
                     return cx.cancelled(&slots).await;
@@ -183,6 +187,7 @@ impl Engine {
             cx.recall_errors(&slots).await;
             slots
         };
+        // Pass 3: every result, in call order.
         let results = cx.commit(&calls, &mut slots);
         if handoff {
             // The caller runs the client tools; this run's part of the turn ends here.
