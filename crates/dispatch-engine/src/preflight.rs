@@ -315,7 +315,7 @@ impl<'a> Preflight<'a> {
             "[{name}] tool schema below. Re-invoke {target} with the correct arguments — the previous call was made before its schema was fetched."
         );
         if !shown {
-            let (schema, _) = select_output(&self.engine.registry, name, &self.exclude);
+            let (schema, _) = select_output(&self.engine.registry, name, self.exclude);
             text.push('\n');
             text.push_str(&schema);
             pass.schema_shown.insert(name.to_string());
@@ -353,7 +353,7 @@ impl<'a> Preflight<'a> {
         let catalog = self.catalog();
         let suggestions: Vec<String> = engine
             .registry
-            .did_you_mean(name, &self.exclude)
+            .did_you_mean(name, self.exclude)
             .into_iter()
             .map(|s| {
                 if call.wrapped || catalog.is_loaded(&s) {
@@ -489,7 +489,7 @@ impl<'a> Preflight<'a> {
             if let Some(hint) = removed_tool_hint(&inner) {
                 reason.push_str(&format!(" ({hint})"));
             }
-            let suggestions = self.engine.registry.did_you_mean(&inner, &self.exclude);
+            let suggestions = self.engine.registry.did_you_mean(&inner, self.exclude);
             if !suggestions.is_empty() {
                 reason.push_str(&format!(". Did you mean: {}?", suggestions.join(", ")));
             }
