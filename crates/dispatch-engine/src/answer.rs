@@ -1,13 +1,18 @@
-//! Resuming a parked run (spec §1.4, DESIGN §3.15): the user's answer to a call that needed
-//! them (ask_user, store_secret) becomes that call's result, committed as the run's next round.
-//! The caller appends it to the conversation and calls the model again.
+//! Parking a run on the user and resuming it (spec §1.4, DESIGN §3.15): a call that needs
+//! the user (ask_user, store_secret) parks its run, and the user's answer later becomes that
+//! call's result, committed as the run's next round. The caller appends it to the
+//! conversation and calls the model again.
 
 use std::sync::Arc;
 
 use dispatch_store::PendingTask;
 use serde_json::Value;
 
-use crate::round::{Engine, EngineError, RoundOutcome, RoundRequest, Slot, SlotState};
+use crate::engine::{Engine, EngineError};
+use crate::events::EventKind;
+use crate::round::{RoundCx, RoundOutcome, RoundRequest, now_unix_ms};
+use crate::slot::{Slot, SlotState};
+use crate::status::Status;
 use crate::wire::RawCall;
 
 /// The user's answers to one pending task.
@@ -46,9 +51,18 @@ impl Engine {
     /// result is committed in the task's run (removing the task in the same commit, so an
     /// answer lands once), and the outcome carries that one result.
     pub async fn answer(&self, req: AnswerRequest) -> Result<RoundOutcome, EngineError> {
+        self.hold_session(&req.request.session)
+            .await
+            .answer(req)
+            .await
+    }
+
+    /// [`Engine::answer`] once the session is held.
+    pub(crate) async fn answer_held(
+        &self,
+        req: AnswerRequest,
+    ) -> Result<RoundOutcome, EngineError> {
         let session = req.request.session.clone();
-        let lock = self.session_lock(&session);
-        let _one_round_at_a_time = lock.lock().await;
         let pending = self.store.pending(&session).await?;
         let Some(task) = pending.iter().find(|t| t.task_hash == req.task).cloned() else {
             return Err(EngineError::NoSuchTask {
@@ -101,5 +115,73 @@ impl Engine {
         cx.recall_errors(&slots).await;
         let results = cx.commit(&[call], &mut slots);
         cx.finish(results).await
+    }
+}
+
+impl RoundCx<'_> {
+    /// Spec §1.4: a ready call that needs the user (ask_user, store_secret), with no one to
+    /// answer inline, parks the run: the other ready calls are not run, and the answer later
+    /// becomes the parked call's result (`Engine::answer`).
+    pub(crate) fn park_for_ask_user(&mut self, slots: &mut [Slot]) -> Option<PendingTask> {
+        if self.engine.confirmer.interactive() {
+            return None;
+        }
+        let ask_index = slots.iter().position(|s| match &s.state {
+            SlotState::Ready { tool, .. } => tool.spec().asks_user,
+            _ => false,
+        })?;
+        let ask_name = slots[ask_index].name.clone();
+        let mut parked = None;
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if i == ask_index {
+                if let SlotState::Ready { tool, args, .. } =
+                    std::mem::replace(&mut slot.state, SlotState::Parked)
+                {
+                    parked = Some((tool, args));
+                }
+                continue;
+            }
+            if matches!(slot.state, SlotState::Ready { .. } | SlotState::SameAs(_)) {
+                slot.state = SlotState::Settled {
+                    status: Status::NotRun,
+                    text: format!(
+                        "tool={} failed: not run — the round paused to ask the user ({ask_name}); call it again after the answer if you still need it.",
+                        slot.name
+                    ),
+                    images: Vec::new(),
+                };
+            }
+        }
+        let (tool, args) = parked?;
+        let slot = &slots[ask_index];
+        let task_hash = blake3::hash(
+            format!(
+                "{}|{}|{}|{}",
+                self.req.session, self.req.run, self.record.round, slot.id
+            )
+            .as_bytes(),
+        )
+        .to_hex()[..16]
+            .to_string();
+        let questions = serde_json::to_value(tool.questions(&args)).unwrap_or(Value::Null);
+        let pending = PendingTask {
+            task_hash: task_hash.clone(),
+            session: self.req.session.clone(),
+            run: self.req.run.clone(),
+            tool_call_id: slot.id.to_string(),
+            tool: ask_name.to_string(),
+            state: tool.parked_state(&args),
+            args,
+            questions,
+            tool_results: Vec::new(),
+            todos: self.session.todos.clone(),
+            created_at_ms: now_unix_ms(),
+        };
+        self.emit(EventKind::Pending {
+            task_hash: task_hash.clone(),
+            pending_session: self.req.session.clone(),
+            text: task_hash,
+        });
+        Some(pending)
     }
 }

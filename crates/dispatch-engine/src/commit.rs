@@ -32,8 +32,9 @@ fn related_errors_line(records: &[ErrorRecord]) -> String {
 }
 use crate::events::EventKind;
 use crate::hints::next_hint;
-use crate::round::{RoundCx, Slot, SlotResult, SlotState, normalised};
+use crate::round::{RoundCx, normalised};
 use crate::shaping::{safe_component, shape, spill_dir};
+use crate::slot::{Slot, SlotResult, SlotState};
 use crate::spec::Effect;
 use crate::status::Status;
 use crate::wire::RawCall;
@@ -226,7 +227,7 @@ impl RoundCx<'_> {
         &mut self,
         index: usize,
         slot: &Slot,
-        outcome: &Result<crate::tool::ToolOutput, crate::round::Failure>,
+        outcome: &Result<crate::tool::ToolOutput, crate::slot::Failure>,
     ) -> (Status, String, Vec<String>) {
         let budget = self.engine.config.result_budget;
         let spill = self.spill_path(slot);

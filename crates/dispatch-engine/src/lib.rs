@@ -1,16 +1,19 @@
 //! dispatch-engine: one model reply's tool calls in, their results out — checked, run and
 //! committed in call order, in the provider's wire format, with events.
 //!
-//! Read in this order: [`spec`] and [`tool`] (what a tool is), [`registry`], [`round`] (the
-//! engine), then the passes: [`preflight`] (pass 1), [`scheduler`] (pass 2), [`commit`] (pass 3).
+//! Read in this order: [`spec`] and [`tool`] (what a tool is), [`registry`], [`engine`] (how
+//! an engine is set up), [`round`] (one round, start to end), then the passes: [`preflight`]
+//! (pass 1), [`scheduler`] (pass 2), [`commit`] (pass 3), over the calls' slots (`slot.rs`).
 //! The engine knows no concrete tool and no database; tools and stores plug in through traits.
 
 mod answer;
 pub mod canonical;
 mod commit;
 pub mod deferred;
+pub mod engine;
 pub mod events;
 pub mod gate;
+mod handoff;
 pub mod hints;
 mod preflight;
 pub mod redact;
@@ -20,6 +23,7 @@ pub mod rules;
 mod scheduler;
 pub mod sensitive;
 pub mod shaping;
+mod slot;
 pub mod spec;
 pub mod spill;
 pub mod status;
@@ -29,14 +33,13 @@ pub mod wire;
 
 pub use answer::AnswerRequest;
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
+pub use engine::{Engine, EngineConfig, EngineError, HeldSession, default_max_concurrent};
 pub use events::{Event, EventKind, EventSink};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};
 pub use redact::ToolSecrets;
 pub use registry::{Registry, RegistryError};
-pub use round::{
-    Engine, EngineConfig, EngineError, RoundOutcome, RoundRequest, SlotResult,
-    default_max_concurrent,
-};
+pub use round::{RoundOutcome, RoundRequest};
+pub use slot::SlotResult;
 pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};
 pub use status::Status;
 pub use subject::{Access, Subject};

@@ -2,21 +2,26 @@
 //! the loaded set → dedupe → schema before fetch → existence → confirm gate → JSON Schema.
 //! The first check that fails settles the call with its message; it never runs.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::canonical::{DedupeKey, KeyMap, dedupe_key};
-use crate::deferred::{RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
-use crate::events::EventKind;
+use crate::deferred::{Catalog, RUN_TOOL, removed_mode_hint, removed_tool_hint, select_output};
+use crate::engine::Engine;
+use crate::events::{EventKind, EventLog};
 use crate::gate::{ConfirmRequest, Permission, Verdict};
-use crate::round::{RoundCx, Slot, SlotState, go_duration, normalise_name};
+use crate::registry::Registered;
+use crate::round::{RoundCx, RoundRequest, go_duration, normalise_name};
 use crate::rules::remembered_rule;
+use crate::slot::{Slot, SlotState};
 use crate::spec::Effect;
 use crate::status::Status;
 use crate::subject::secret_references;
+use crate::tool::{Exclude, Tool};
 use crate::wire::RawCall;
 use dispatch_store::{DedupeEntry, Validity};
 
@@ -33,8 +38,135 @@ struct Pass1 {
     mutations_ahead: usize,
 }
 
+/// A call while pass 1 checks it: what the checks so far have made of it.
+struct Candidate {
+    id: Arc<str>,
+    /// The name after trimming and `<|` cut; the inner name once run_tool is unwrapped.
+    name: Arc<str>,
+    /// The argument text; the inner arguments once run_tool is unwrapped.
+    args_raw: Arc<str>,
+    /// `args_raw` parsed, when it is JSON.
+    parsed: Option<Value>,
+    /// Called through `run_tool(name, args)`.
+    wrapped: bool,
+    /// Made by the dedupe check; every check after it settles the call under this key.
+    key: Option<DedupeKey>,
+}
+
+impl Candidate {
+    /// The call as the model made it; one without a name is settled at once.
+    fn new(call: &RawCall) -> ControlFlow<Slot, Self> {
+        let name = normalise_name(&call.name);
+        let args_raw = call.arguments.trim();
+        let wrapped = name == RUN_TOOL;
+        // A wrapped call's outer arguments are read by the unwrap, which parses less.
+        let parsed = if wrapped || name.is_empty() {
+            None
+        } else {
+            serde_json::from_str(args_raw).ok()
+        };
+        let candidate = Candidate {
+            id: Arc::from(call.id.trim()),
+            name: Arc::from(name),
+            args_raw: Arc::from(args_raw),
+            parsed,
+            wrapped,
+            key: None,
+        };
+        if candidate.name.is_empty() {
+            return ControlFlow::Break(candidate.settle(
+                Status::Invalid,
+                "tool= failed: the call has no tool name; call a tool from your tools array by its exact name".to_string(),
+            ));
+        }
+        ControlFlow::Continue(candidate)
+    }
+
+    /// The call decided by a check: it never runs, and the model reads `text`.
+    fn settle(&self, status: Status, text: String) -> Slot {
+        self.slot(SlotState::Settled {
+            status,
+            text,
+            images: Vec::new(),
+        })
+    }
+
+    fn slot(&self, state: SlotState) -> Slot {
+        Slot {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            args_raw: self.args_raw.clone(),
+            key: self.key,
+            state,
+            effect: Effect::Observes,
+        }
+    }
+
+    fn call_event(&self) -> EventKind {
+        EventKind::ToolCall {
+            tool_id: self.id.clone(),
+            tool_name: self.name.clone(),
+            tool_args: self.args_raw.clone(),
+        }
+    }
+
+    fn skipped_event(&self, text: String) -> EventKind {
+        EventKind::ToolSkipped {
+            tool_id: self.id.clone(),
+            tool_name: self.name.clone(),
+            tool_args: self.args_raw.clone(),
+            text,
+        }
+    }
+}
+
 impl RoundCx<'_> {
+    /// Pass 1 over this round's calls, in call order: a slot per call, settled or ready.
     pub(crate) async fn preflight(&mut self, calls: &[RawCall]) -> Vec<Slot> {
+        let mut preflight = Preflight {
+            engine: self.engine,
+            req: &self.req,
+            log: &self.log,
+            exclude: &self.exclude,
+            remembered: &self.dedupe,
+            call_keys: &self.call_keys,
+            write_epoch: self.run.write_epoch,
+            marked: &mut self.session.marked,
+            newly_marked: &mut self.newly_marked,
+            turn_allow_all: self.run.turn_allow_all,
+        };
+        let slots = preflight.check_all(calls).await;
+        if preflight.turn_allow_all {
+            // The user allowed the rest of the turn: later rounds of the run skip the ask too.
+            self.run.turn_allow_all = true;
+            self.record.turn_allow_all = true;
+        }
+        slots
+    }
+}
+
+/// What pass 1 reads from the round, and the little it may change: the tools whose schema
+/// the model has now seen, and "allow for this turn" when the user grants it.
+struct Preflight<'a> {
+    engine: &'a Engine,
+    req: &'a RoundRequest,
+    log: &'a EventLog,
+    exclude: &'a Exclude,
+    /// The results this run remembers, by dedupe key.
+    remembered: &'a KeyMap<DedupeEntry>,
+    /// Each call's dedupe key, by call index, made before the load (see `round_keys`).
+    call_keys: &'a [Option<DedupeKey>],
+    /// The run's write epoch: a remembered result of an older epoch may be stale.
+    write_epoch: u64,
+    /// The session's marked tools, and those this round marked.
+    marked: &'a mut BTreeSet<String>,
+    newly_marked: &'a mut BTreeSet<String>,
+    /// "Allow for this turn": read by the gate, granted by a confirmation.
+    turn_allow_all: bool,
+}
+
+impl<'a> Preflight<'a> {
+    async fn check_all(&mut self, calls: &[RawCall]) -> Vec<Slot> {
         let mut pass = Pass1 {
             ready_keys: KeyMap::with_capacity_and_hasher(calls.len(), Default::default()),
             ..Pass1::default()
@@ -55,209 +187,200 @@ impl RoundCx<'_> {
         slots
     }
 
+    /// One call through the seed's seven checks, in the seed's order (spec §1.3). The first
+    /// check that decides the call settles it (or answers it from an earlier result); a call
+    /// no check stops is ready to run.
     async fn check(&mut self, index: usize, call: &RawCall, pass: &mut Pass1) -> Slot {
-        let id: Arc<str> = Arc::from(call.id.trim());
-        let mut name = normalise_name(&call.name);
-        let mut args_raw = call.arguments.trim().to_string();
-        let wrapped = name == RUN_TOOL;
-        // A wrapped call's outer arguments are read by unwrap_run_tool, which parses less.
-        let mut parsed: Option<Value> = if wrapped {
-            None
+        match self.check_steps(index, call, pass).await {
+            ControlFlow::Continue(ready) => ready,
+            ControlFlow::Break(decided) => decided,
+        }
+    }
+
+    async fn check_steps(
+        &mut self,
+        index: usize,
+        call: &RawCall,
+        pass: &mut Pass1,
+    ) -> ControlFlow<Slot, Slot> {
+        // Each step lets the call through or decides it; `?` ends the checking with the
+        // decided slot.
+        let mut call = Candidate::new(call)?;
+        // 1. Unwrap run_tool.
+        self.unwrap_run_tool(&mut call)?;
+        // 2. Refuse a direct call outside the loaded set.
+        self.refuse_unloaded(&call)?;
+        // 3. Dedupe: an earlier call of this round or run answers this one.
+        self.dedupe(index, &mut call, pass)?;
+        // 4. Schema before fetch.
+        self.schema_before_fetch(&call, pass)?;
+        // (A removed mode fails like a removed name, before anything else looks at the call.)
+        self.refuse_removed_mode(&call)?;
+        // 5. Existence.
+        let entry = self.existence(&call)?;
+        // 6. Confirm gate.
+        self.confirm_gate(&call, &entry.tool).await?;
+        // 7. JSON Schema validation.
+        self.validate(call, entry)
+    }
+
+    /// Step 1: `run_tool(name, args)` becomes the inner call; a malformed one fails without
+    /// events.
+    fn unwrap_run_tool(&self, call: &mut Candidate) -> ControlFlow<Slot> {
+        if !call.wrapped {
+            return ControlFlow::Continue(());
+        }
+        match self.resolve_run_tool(&call.args_raw) {
+            Ok((inner, inner_raw, inner_parsed)) => {
+                call.name = Arc::from(inner);
+                call.args_raw = Arc::from(inner_raw);
+                call.parsed = inner_parsed;
+                ControlFlow::Continue(())
+            }
+            Err((status, reason)) => {
+                ControlFlow::Break(call.settle(status, format!("tool=run_tool failed: {reason}")))
+            }
+        }
+    }
+
+    /// Step 2: a direct call must be in the loaded set; a name in no set at all is left to
+    /// the existence check.
+    fn refuse_unloaded(&self, call: &Candidate) -> ControlFlow<Slot> {
+        let name = &*call.name;
+        if call.wrapped || self.catalog().is_loaded(name) {
+            return ControlFlow::Continue(());
+        }
+        let text = if self.exclude.contains(name) {
+            format!("tool={name} failed: {name} is not available in this session")
+        } else if self.engine.registry.contains(name) {
+            format!(
+                "tool={name} failed: {name} is not callable directly. Fetch its schema with find_tools, then call run_tool(name={name}, args=...)."
+            )
         } else {
-            serde_json::from_str(&args_raw).ok()
+            return ControlFlow::Continue(());
         };
-        let settle =
-            |name: &str, args_raw: &str, key: Option<DedupeKey>, status: Status, text: String| {
-                Slot {
-                    id: id.clone(),
-                    name: Arc::from(name),
-                    args_raw: Arc::from(args_raw),
-                    key,
-                    state: SlotState::Settled {
-                        status,
-                        text,
-                        images: Vec::new(),
-                    },
-                    effect: Effect::Observes,
-                }
-            };
+        self.emit(call.call_event());
+        ControlFlow::Break(call.settle(Status::Refused, text))
+    }
 
-        if name.is_empty() {
-            return settle(
-                "",
-                &args_raw,
-                None,
-                Status::Invalid,
-                "tool= failed: the call has no tool name; call a tool from your tools array by its exact name".to_string(),
-            );
-        }
-
-        // 1. Unwrap run_tool (no events on failure).
-        if wrapped {
-            match self.unwrap_run_tool(&args_raw) {
-                Ok((inner, inner_raw, inner_parsed)) => {
-                    name = inner;
-                    args_raw = inner_raw;
-                    parsed = inner_parsed;
-                }
-                Err((status, reason)) => {
-                    return settle(
-                        &name,
-                        &args_raw,
-                        None,
-                        status,
-                        format!("tool=run_tool failed: {reason}"),
-                    );
-                }
-            }
-        }
-        let name_arc: Arc<str> = Arc::from(name.as_str());
-        let args_arc: Arc<str> = Arc::from(args_raw.as_str());
-        let call_event = || EventKind::ToolCall {
-            tool_id: id.clone(),
-            tool_name: name_arc.clone(),
-            tool_args: args_arc.clone(),
-        };
-
-        // 2. A direct call must be in the loaded set.
-        if !wrapped && !self.catalog().is_loaded(&name) {
-            let text = if self.exclude.contains(&name) {
-                Some(format!(
-                    "tool={name} failed: {name} is not available in this session"
-                ))
-            } else if self.engine.registry.contains(&name) {
-                Some(format!(
-                    "tool={name} failed: {name} is not callable directly. Fetch its schema with find_tools, then call run_tool(name={name}, args=...)."
-                ))
-            } else {
-                None // the existence check reports it
-            };
-            if let Some(text) = text {
-                self.emit(call_event());
-                return settle(&name, &args_raw, None, Status::Refused, text);
-            }
-        }
-
-        // 3. Dedupe (the key was made from the same name and arguments before the load).
+    /// Step 3: the same call earlier in this round shares its result, unless a call that may
+    /// change the world runs between the two; one remembered from this run answers it while
+    /// still valid. The key was made from the same name and arguments before the load.
+    fn dedupe(&self, index: usize, call: &mut Candidate, pass: &Pass1) -> ControlFlow<Slot> {
         let key = match self.call_keys.get(index) {
             Some(Some(key)) => *key,
-            _ => dedupe_key(&name, parsed.as_ref(), &args_raw),
+            _ => dedupe_key(&call.name, call.parsed.as_ref(), &call.args_raw),
         };
+        call.key = Some(key);
         let dedupes = self
             .engine
             .registry
-            .get(&name)
+            .get(&call.name)
             .is_none_or(|t| t.spec().dedupe);
-        // The same call earlier in this round shares its result, unless a call that may change
-        // the world runs between the two.
         let same_as = pass
             .ready_keys
             .get(&key)
             .filter(|(_, mutations)| dedupes && *mutations == pass.mutations_ahead);
         if let Some(&(first, _)) = same_as {
-            return Slot {
-                id,
-                name: name_arc,
-                args_raw: args_arc,
-                key: Some(key),
-                state: SlotState::SameAs(first),
-                effect: Effect::Observes,
-            };
+            return ControlFlow::Break(call.slot(SlotState::SameAs(first)));
         }
         if let Some(entry) = self
-            .dedupe
+            .remembered
             .get(&key)
             .filter(|e| dedupes && self.still_valid(e, pass.mutations_ahead > 0))
         {
-            let state = SlotState::Deduped {
+            return ControlFlow::Break(call.slot(SlotState::Deduped {
                 text: entry.result.clone(),
                 images: entry.images.clone(),
                 is_error: entry.is_error,
-            };
-            return Slot {
-                id,
-                name: name_arc,
-                args_raw: args_arc,
-                key: Some(key),
-                state,
-                effect: Effect::Observes,
-            };
+            }));
         }
+        ControlFlow::Continue(())
+    }
 
-        // 4. Schema before fetch.
-        let shown = pass.schema_shown.contains(&name);
-        if shown || self.catalog().is_unmarked(&name) {
-            let target = if wrapped {
-                format!("run_tool(name={name})")
-            } else {
-                name.clone()
-            };
-            let mut text = format!(
-                "[{name}] tool schema below. Re-invoke {target} with the correct arguments — the previous call was made before its schema was fetched."
-            );
-            if !shown {
-                let (schema, _) = select_output(&self.engine.registry, &name, &self.exclude);
-                text.push('\n');
-                text.push_str(&schema);
-                pass.schema_shown.insert(name.clone());
-                self.mark(&name);
-            }
-            return settle(&name, &args_raw, Some(key), Status::NeedsSchema, text);
+    /// Step 4: a tool whose schema the model has not seen answers with its schema instead of
+    /// running (once per round; a second call of it gets the header alone).
+    fn schema_before_fetch(&mut self, call: &Candidate, pass: &mut Pass1) -> ControlFlow<Slot> {
+        let name = &*call.name;
+        let shown = pass.schema_shown.contains(name);
+        if !shown && !self.catalog().is_unmarked(name) {
+            return ControlFlow::Continue(());
         }
-
-        // A removed mode fails like a removed name, before anything else looks at the call.
-        if let Some(hint) = removed_mode_hint(&name, parsed.as_ref()) {
-            self.emit(call_event());
-            return settle(
-                &name,
-                &args_raw,
-                Some(key),
-                Status::Invalid,
-                format!("tool={name} failed: {hint}"),
-            );
-        }
-
-        // 5. Existence.
-        let Some(entry) = self.engine.registry.get(&name) else {
-            let mut text = format!(
-                "tool={name} failed: not exist: {name}. Look up available tools with find_tools."
-            );
-            if let Some(hint) = removed_tool_hint(&name) {
-                text.push(' ');
-                text.push_str(hint);
-                text.push('.');
-            }
-            let catalog = self.catalog();
-            // Name each suggestion the way this provider can call it.
-            let suggestions: Vec<String> = self
-                .engine
-                .registry
-                .did_you_mean(&name, &self.exclude)
-                .into_iter()
-                .map(|s| {
-                    if wrapped || catalog.is_loaded(&s) {
-                        s
-                    } else {
-                        format!("run_tool(name={s})")
-                    }
-                })
-                .collect();
-            if !suggestions.is_empty() {
-                text.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
-            }
-            self.emit(call_event());
-            return settle(&name, &args_raw, Some(key), Status::NotFound, text);
+        let target = if call.wrapped {
+            format!("run_tool(name={name})")
+        } else {
+            name.to_string()
         };
-        let tool = entry.tool.clone();
+        let mut text = format!(
+            "[{name}] tool schema below. Re-invoke {target} with the correct arguments — the previous call was made before its schema was fetched."
+        );
+        if !shown {
+            let (schema, _) = select_output(&self.engine.registry, name, self.exclude);
+            text.push('\n');
+            text.push_str(&schema);
+            pass.schema_shown.insert(name.to_string());
+            self.mark(name);
+        }
+        ControlFlow::Break(call.settle(Status::NeedsSchema, text))
+    }
 
-        // 6. Confirm gate: the tool says what the call touches; the gate reads only that.
+    /// A mode the seed removed from a tool fails like a removed tool.
+    fn refuse_removed_mode(&self, call: &Candidate) -> ControlFlow<Slot> {
+        let Some(hint) = removed_mode_hint(&call.name, call.parsed.as_ref()) else {
+            return ControlFlow::Continue(());
+        };
+        self.emit(call.call_event());
+        let text = format!("tool={} failed: {hint}", call.name);
+        ControlFlow::Break(call.settle(Status::Invalid, text))
+    }
+
+    /// Step 5: the tool must exist; the message suggests near names, each the way this
+    /// provider can call it.
+    fn existence(&self, call: &Candidate) -> ControlFlow<Slot, &'a Registered> {
+        let engine: &'a Engine = self.engine;
+        if let Some(entry) = engine.registry.get(&call.name) {
+            return ControlFlow::Continue(entry);
+        }
+        let name = &*call.name;
+        let mut text = format!(
+            "tool={name} failed: not exist: {name}. Look up available tools with find_tools."
+        );
+        if let Some(hint) = removed_tool_hint(name) {
+            text.push(' ');
+            text.push_str(hint);
+            text.push('.');
+        }
+        let catalog = self.catalog();
+        let suggestions: Vec<String> = engine
+            .registry
+            .did_you_mean(name, self.exclude)
+            .into_iter()
+            .map(|s| {
+                if call.wrapped || catalog.is_loaded(&s) {
+                    s
+                } else {
+                    format!("run_tool(name={s})")
+                }
+            })
+            .collect();
+        if !suggestions.is_empty() {
+            text.push_str(&format!(" Did you mean: {}?", suggestions.join(", ")));
+        }
+        self.emit(call.call_event());
+        ControlFlow::Break(call.settle(Status::NotFound, text))
+    }
+
+    /// Step 6: the tool says what the call touches, and the gate decides from that alone:
+    /// run, refuse by a rule, or ask the user.
+    async fn confirm_gate(&mut self, call: &Candidate, tool: &Arc<dyn Tool>) -> ControlFlow<Slot> {
+        let name = &*call.name;
         let null = Value::Null;
-        let args_view = parsed.as_ref().unwrap_or(&null);
+        let args_view = call.parsed.as_ref().unwrap_or(&null);
         let subject = tool.subject(args_view, &self.engine.workdir);
         let secrets = secret_references(args_view);
         let permission = Permission {
             run_allow_all: self.req.allow_all,
-            turn_allow_all: self.run.turn_allow_all,
+            turn_allow_all: self.turn_allow_all,
         };
         let verdict = match self.engine.policy.lock() {
             Ok(policy) => policy.evaluate(
@@ -265,7 +388,7 @@ impl RoundCx<'_> {
                 &subject,
                 &secrets,
                 args_view,
-                &args_raw,
+                &call.args_raw,
                 permission,
             ),
             Err(_) => Verdict::Ask {
@@ -273,74 +396,84 @@ impl RoundCx<'_> {
             },
         };
         match verdict {
-            Verdict::Run => {}
+            Verdict::Run => ControlFlow::Continue(()),
             Verdict::Deny { rule } => {
                 let text = format!(
                     "tool={name} failed: refused by the rule `{}` (line {} of .tooldispatch/rules). Do not retry it; continue without it, or use ask_user if the user should change the rule.",
                     rule.text, rule.line
                 );
-                self.emit(EventKind::ToolSkipped {
-                    tool_id: id.clone(),
-                    tool_name: name_arc.clone(),
-                    tool_args: args_arc.clone(),
-                    text: format!("refused by rule `{}`", rule.text),
-                });
-                return settle(&name, &args_raw, Some(key), Status::Refused, text);
+                self.emit(call.skipped_event(format!("refused by rule `{}`", rule.text)));
+                ControlFlow::Break(call.settle(Status::Refused, text))
             }
             Verdict::Ask { why } => {
                 let request = ConfirmRequest {
                     session: self.req.session.clone(),
                     run: self.req.run.clone(),
-                    tool_id: id.to_string(),
-                    tool_name: name.clone(),
-                    tool_args: args_arc.clone(),
+                    tool_id: call.id.to_string(),
+                    tool_name: name.to_string(),
+                    tool_args: call.args_raw.clone(),
                     remember_rule: remembered_rule(
-                        &name,
+                        name,
                         &subject,
                         &self.engine.workdir,
                         args_view,
-                        &args_raw,
+                        &call.args_raw,
                     ),
                     why,
                 };
-                if let Some((skipped, text)) = self.confirm(&request).await {
-                    self.emit(EventKind::ToolSkipped {
-                        tool_id: id.clone(),
-                        tool_name: name_arc.clone(),
-                        tool_args: args_arc.clone(),
-                        text: skipped,
-                    });
-                    return settle(&name, &args_raw, Some(key), Status::Declined, text);
+                match self.confirm(&request).await {
+                    None => ControlFlow::Continue(()),
+                    Some((skipped, text)) => {
+                        self.emit(call.skipped_event(skipped));
+                        ControlFlow::Break(call.settle(Status::Declined, text))
+                    }
                 }
-            }
-        }
-
-        // 7. JSON Schema validation.
-        match entry.check_args(parsed, &args_raw) {
-            Ok(args) => Slot {
-                id,
-                name: name_arc,
-                args_raw: args_arc,
-                key: Some(key),
-                effect: tool.effect(&args),
-                state: SlotState::Ready { tool, args },
-            },
-            Err(reason) => {
-                self.emit(call_event());
-                settle(
-                    &name,
-                    &args_raw,
-                    Some(key),
-                    Status::Invalid,
-                    format!("tool={name} failed: {reason}"),
-                )
             }
         }
     }
 
+    /// Step 7: the arguments must match the tool's JSON Schema; a call that does is ready.
+    fn validate(&self, mut call: Candidate, entry: &Registered) -> ControlFlow<Slot, Slot> {
+        match entry.check_args(call.parsed.take(), &call.args_raw) {
+            Ok(args) => {
+                let tool = entry.tool.clone();
+                let effect = tool.effect(&args);
+                let mut ready = call.slot(SlotState::Ready { tool, args });
+                ready.effect = effect;
+                ControlFlow::Continue(ready)
+            }
+            Err(reason) => {
+                self.emit(call.call_event());
+                let text = format!("tool={} failed: {reason}", call.name);
+                ControlFlow::Break(call.settle(Status::Invalid, text))
+            }
+        }
+    }
+
+    fn catalog(&self) -> Catalog<'_> {
+        Catalog {
+            registry: &self.engine.registry,
+            provider: self.req.provider,
+            exclude: self.exclude,
+            client_tools: &self.req.client_tools,
+            marked: self.marked,
+        }
+    }
+
+    /// The model has now seen `name`'s schema.
+    fn mark(&mut self, name: &str) {
+        if self.marked.insert(name.to_string()) {
+            self.newly_marked.insert(name.to_string());
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        self.log.emit(kind);
+    }
+
     /// `run_tool(name, args)` → the inner call, or why it cannot be unwrapped.
     #[allow(clippy::type_complexity)]
-    fn unwrap_run_tool(
+    fn resolve_run_tool(
         &self,
         raw: &str,
     ) -> Result<(String, String, Option<Value>), (Status, String)> {
@@ -356,7 +489,7 @@ impl RoundCx<'_> {
             if let Some(hint) = removed_tool_hint(&inner) {
                 reason.push_str(&format!(" ({hint})"));
             }
-            let suggestions = self.engine.registry.did_you_mean(&inner, &self.exclude);
+            let suggestions = self.engine.registry.did_you_mean(&inner, self.exclude);
             if !suggestions.is_empty() {
                 reason.push_str(&format!(". Did you mean: {}?", suggestions.join(", ")));
             }
@@ -369,7 +502,7 @@ impl RoundCx<'_> {
         match &entry.validity {
             Validity::Always => true,
             Validity::Paths { .. } => !mutation_ahead,
-            Validity::Epoch { epoch } => !mutation_ahead && *epoch == self.run.write_epoch,
+            Validity::Epoch { epoch } => !mutation_ahead && *epoch == self.write_epoch,
         }
     }
 
@@ -446,8 +579,7 @@ impl RoundCx<'_> {
             }
         }
         if reply.allow_turn {
-            self.run.turn_allow_all = true;
-            self.record.turn_allow_all = true;
+            self.turn_allow_all = true;
         }
         None
     }

@@ -1,136 +1,29 @@
-//! The engine and one round: load state, pass 1 (pre-flight), pass 2 (execute), pass 3
-//! (commit), store. Each pass lives in its own file; this one holds what they share.
+//! One round, start to end: load state, pass 1 (pre-flight), pass 2 (execute), pass 3
+//! (commit), store. Each pass lives in its own file; this one runs them in order and holds
+//! the state they share.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dispatch_store::{
-    ChatHistory, DedupeEntry, ErrorMemory, FileHistory, JournalEntry, PendingTask, RecordedCall,
-    ResultCache, RoundRecord, RunSnapshot, Secrets, SessionSnapshot, SessionStore, StoreError,
-    Todo, TranscriptEntry, TranscriptMessage,
+    DedupeEntry, JournalEntry, PendingTask, RecordedCall, RoundRecord, RunSnapshot,
+    SessionSnapshot, Todo, TranscriptEntry, TranscriptMessage,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::canonical::{DedupeKey, KeyMap};
-use crate::deferred::{Catalog, ClientTool, RUN_TOOL};
+use crate::deferred::ClientTool;
+use crate::engine::{Engine, EngineError};
 use crate::events::{Event, EventKind, EventLog, EventSink};
-use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
-use crate::redact::{Redactor, RedactorCache, ToolSecrets};
-use crate::registry::Registry;
-use crate::rules::{RuleLint, Rules};
-use crate::shaping::DEFAULT_RESULT_BUDGET;
+use crate::redact::{Redactor, ToolSecrets};
+use crate::slot::{Slot, SlotResult, SlotState};
 use crate::spec::Effect;
 use crate::status::Status;
-use crate::tool::{Exclude, Tool, ToolOutput};
+use crate::tool::Exclude;
 use crate::wire::{Provider, RawCall, WireResult};
-
-/// `MAX_CONCURRENT_TOOLS`: half the cores, at least 3 (seed v1.3.0).
-pub fn default_max_concurrent() -> usize {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    (cores / 2).max(3)
-}
-
-/// How an engine is set up.
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// The directory file tools are confined to; `.tooldispatch/rules` lives here.
-    pub workdir: PathBuf,
-    /// Per-session files (spilled results); `None` keeps nothing on disk.
-    pub data_dir: Option<PathBuf>,
-    pub max_concurrent: usize,
-    pub confirm_timeout: Duration,
-    /// Per-result budget in bytes before output shaping.
-    pub result_budget: usize,
-    /// The user trusts the work directory (`tooldispatch trust`): only then are its
-    /// `.tooldispatch/rules` obeyed. A cloned repository's rules must not grant themselves
-    /// permissions.
-    pub trust_workdir: bool,
-    /// Paths every call that touches them must ask about, even under "allow for this turn":
-    /// the store and its key, tooldispatch's config directory. The work directory's
-    /// `.tooldispatch/` (resolved) is always added.
-    pub protected: Vec<PathBuf>,
-    /// Bytes of spilled output one session keeps (over-budget results; see [`crate::spill`]).
-    pub spill_quota: u64,
-}
-
-impl EngineConfig {
-    pub fn new(workdir: impl Into<PathBuf>) -> Self {
-        EngineConfig {
-            workdir: workdir.into(),
-            data_dir: None,
-            max_concurrent: default_max_concurrent(),
-            confirm_timeout: CONFIRM_TIMEOUT,
-            result_budget: DEFAULT_RESULT_BUDGET,
-            trust_workdir: false,
-            protected: Vec::new(),
-            spill_quota: crate::spill::DEFAULT_SPILL_QUOTA,
-        }
-    }
-}
-
-/// What can stop a round from producing results.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the round was cancelled before its results were committed")]
-    Cancelled,
-    #[error("cannot read the stored secrets, so results could not be kept free of them: {0}")]
-    Secrets(String),
-    #[error("session {session} has no pending task {task}; {}", pending_list(.pending))]
-    NoSuchTask {
-        session: String,
-        task: String,
-        pending: Vec<String>,
-    },
-    #[error("{0}")]
-    BadAnswer(String),
-    #[error("cannot read the rules file {path}: {source}")]
-    Rules {
-        path: String,
-        source: std::io::Error,
-    },
-}
-
-fn pending_list(pending: &[String]) -> String {
-    if pending.is_empty() {
-        "it has none (already answered, or never parked)".to_string()
-    } else {
-        format!("its pending tasks are: {}", pending.join(", "))
-    }
-}
-
-/// The dispatcher: a registry, a store, a confirmer and the gate policy.
-pub struct Engine {
-    pub(crate) registry: Arc<Registry>,
-    pub(crate) workdir: Arc<std::path::Path>,
-    pub(crate) data_dir: Option<Arc<std::path::Path>>,
-    pub(crate) store: Arc<dyn SessionStore>,
-    pub(crate) confirmer: Arc<dyn Confirmer>,
-    pub(crate) policy: Mutex<GatePolicy>,
-    pub(crate) config: EngineConfig,
-    /// One lock per session seen by this engine: rounds of a session commit one at a time, so
-    /// none of them builds on state another is about to replace.
-    sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Where `related_errors` come from; none means no hints.
-    pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
-    /// The result cache handed to tools and written in pass 3.
-    pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
-    /// File history handed to tools.
-    pub(crate) file_history: Option<Arc<dyn FileHistory>>,
-    /// Chat history handed to tools.
-    pub(crate) chat_history: Option<Arc<dyn ChatHistory>>,
-    /// The stored secrets: redacted from everything a round keeps, and handed to tools.
-    pub(crate) secrets: Option<Arc<dyn Secrets>>,
-    /// The redactor of `secrets`, rebuilt only when they change.
-    redaction: RedactorCache,
-}
 
 /// One round to dispatch.
 pub struct RoundRequest {
@@ -166,25 +59,6 @@ impl RoundRequest {
             live: None,
         }
     }
-}
-
-/// One call's result, in call order.
-#[derive(Clone, Debug, Serialize)]
-pub struct SlotResult {
-    pub tool_call_id: String,
-    pub name: String,
-    /// The name as the model called it when that is not `name` (`run_tool` for a wrapped
-    /// call): formats that match a result to its call by name (Gemini) answer with this one.
-    #[serde(skip)]
-    pub called_as: Option<String>,
-    pub status: Status,
-    /// The model should read the content as a failure (a deduplicated failure is one too).
-    pub is_error: bool,
-    pub content: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<String>,
-    pub started_ms: Option<f64>,
-    pub ended_ms: Option<f64>,
 }
 
 /// What a round produced.
@@ -236,65 +110,6 @@ impl RoundOutcome {
     }
 }
 
-/// One call while the round is in flight.
-pub(crate) struct Slot {
-    pub id: Arc<str>,
-    /// The name after trimming, `<|` cut and run_tool unwrap.
-    pub name: Arc<str>,
-    /// The argument text after unwrap.
-    pub args_raw: Arc<str>,
-    pub key: Option<DedupeKey>,
-    pub state: SlotState,
-    /// What the call does to the world, judged in pass 1 from its arguments
-    /// (`Tool::effect`); `Observes` for a call that never runs.
-    pub effect: Effect,
-}
-
-pub(crate) enum SlotState {
-    /// Passed pre-flight; runs in pass 2.
-    Ready { tool: Arc<dyn Tool>, args: Value },
-    /// Decided in pre-flight (or by the round stopping); never runs.
-    Settled {
-        status: Status,
-        text: String,
-        images: Vec<String>,
-    },
-    /// The same call already has a result in this run.
-    Deduped {
-        text: String,
-        images: Vec<String>,
-        is_error: bool,
-    },
-    /// Same key as an earlier ready call of this round: shares its result.
-    SameAs(usize),
-    /// Ran in pass 2.
-    Executed(Execution),
-    /// Taken by the scheduler; a slot still here at commit lost its result.
-    Running,
-    /// The ask_user call that parked the run; answered later.
-    Parked,
-    /// Handed back to the client.
-    Client,
-}
-
-pub(crate) struct Execution {
-    pub outcome: Result<ToolOutput, Failure>,
-    pub started_ms: f64,
-    pub ended_ms: f64,
-    /// The concurrent batch it ran in (its first call's index), when it overlapped others.
-    pub batch: Option<usize>,
-}
-
-pub(crate) struct Failure {
-    pub status: Status,
-    pub message: String,
-    /// `Some` when the tool said a credential is missing or was rejected (with its name if known).
-    pub credential: Option<Option<String>>,
-    pub fatal: bool,
-    /// Stopped part-way (timeout, panic, cancellation): a mutating call may have half-done its work.
-    pub interrupted: bool,
-}
-
 /// State shared by the three passes of one round.
 pub(crate) struct RoundCx<'e> {
     pub engine: &'e Engine,
@@ -326,16 +141,6 @@ pub(crate) struct RoundCx<'e> {
 }
 
 impl RoundCx<'_> {
-    pub fn catalog(&self) -> Catalog<'_> {
-        Catalog {
-            registry: &self.engine.registry,
-            provider: self.req.provider,
-            exclude: &self.exclude,
-            client_tools: &self.req.client_tools,
-            marked: &self.session.marked,
-        }
-    }
-
     pub fn mark(&mut self, name: &str) {
         if self.session.marked.insert(name.to_string()) {
             self.newly_marked.insert(name.to_string());
@@ -348,153 +153,13 @@ impl RoundCx<'_> {
 }
 
 impl Engine {
-    /// An engine over this registry and store. Reads `.tooldispatch/rules` from the work directory.
-    pub fn new(
-        registry: Registry,
-        store: Arc<dyn SessionStore>,
-        confirmer: Arc<dyn Confirmer>,
-        config: EngineConfig,
-    ) -> Result<Self, EngineError> {
-        let rules = if config.trust_workdir {
-            Rules::load(&config.workdir).map_err(|source| EngineError::Rules {
-                path: config.workdir.join(Rules::FILE).display().to_string(),
-                source,
-            })?
-        } else {
-            Rules::untrusted(&config.workdir)
-        };
-        let mut protected: Vec<PathBuf> = config
-            .protected
-            .iter()
-            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
-            .collect();
-        // By its resolved path: a `.tooldispatch` that is a link guards where it points.
-        protected.push(crate::subject::resolve_path(
-            &config.workdir,
-            ".tooldispatch",
-        ));
-        let policy = GatePolicy {
-            rules,
-            workdir: config
-                .workdir
-                .canonicalize()
-                .unwrap_or_else(|_| config.workdir.clone()),
-            protected,
-        };
-        Ok(Engine {
-            registry: Arc::new(registry),
-            workdir: Arc::from(config.workdir.as_path()),
-            data_dir: config.data_dir.as_deref().map(Arc::from),
-            store,
-            confirmer,
-            policy: Mutex::new(policy),
-            config,
-            sessions: Mutex::default(),
-            error_memory: None,
-            result_cache: None,
-            file_history: None,
-            chat_history: None,
-            secrets: None,
-            redaction: RedactorCache::default(),
-        })
-    }
-
-    /// Replace the values these secrets hold with `[secret:NAME]` in everything a round keeps
-    /// or shows (DESIGN §3.17), and let tools read and store them (`{{secret:NAME}}`,
-    /// store_secret).
-    pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> Self {
-        self.secrets = Some(secrets);
-        self.redaction = RedactorCache::default();
-        self
-    }
-
-    /// Give tools this result cache, and write the entries their results ask for (seed §5).
-    pub fn with_result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
-        self.result_cache = Some(cache);
-        self
-    }
-
-    /// Let file tools record versions here before they change a file (file_history,
-    /// restore_file).
-    pub fn with_file_history(mut self, history: Arc<dyn FileHistory>) -> Self {
-        self.file_history = Some(history);
-        self
-    }
-
-    /// Let tools search and list the sessions' history here (chat_history).
-    pub fn with_chat_history(mut self, history: Arc<dyn ChatHistory>) -> Self {
-        self.chat_history = Some(history);
-        self
-    }
-
-    /// Offer records from this error memory as `related_errors` on failures (seed §8).
-    pub fn with_error_memory(mut self, memory: Arc<dyn ErrorMemory>) -> Self {
-        self.error_memory = Some(memory);
-        self
-    }
-
-    pub(crate) fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
-        match self.sessions.lock() {
-            Ok(mut sessions) => sessions.entry(session.to_string()).or_default().clone(),
-            // A poisoned map only loses the serialisation, never a round.
-            Err(_) => Arc::default(),
-        }
-    }
-
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
-    }
-
-    pub fn config(&self) -> &EngineConfig {
-        &self.config
-    }
-
-    /// Problems found in the rules file: bad lines, shadowed rules, rules naming no known tool.
-    pub fn rule_lints(&self) -> Vec<RuleLint> {
-        let Ok(policy) = self.policy.lock() else {
-            return Vec::new();
-        };
-        let names: Vec<&str> = self.registry.iter().map(|t| t.name()).collect();
-        let mut lints = policy.rules.lints().to_vec();
-        lints.extend(policy.rules.lint_against_names(&names));
-        lints
-    }
-
-    /// One line saying the work directory's rules file is ignored because the directory is
-    /// not trusted, when that is so.
-    pub fn rules_note(&self) -> Option<String> {
-        self.policy.lock().ok()?.rules.ignored_note()
-    }
-
-    /// The request's tools array and turn context for a session.
-    pub async fn tools(
-        &self,
-        session: &str,
-        provider: Provider,
-        client_tools: &[ClientTool],
-        exclude: &[String],
-    ) -> Result<(Vec<Value>, String), EngineError> {
-        let (snapshot, _) = self.store.load(session, "").await?;
-        let exclude = Exclude::new(exclude.iter().cloned());
-        let catalog = Catalog {
-            registry: &self.registry,
-            provider,
-            exclude: &exclude,
-            client_tools,
-            marked: &snapshot.marked,
-        };
-        let mut context = catalog.turn_context(&self.config.workdir);
-        if let Some(note) = self.rules_note() {
-            context.push('\n');
-            context.push_str(&note);
-        }
-        Ok((catalog.tools_array(), context))
-    }
-
     /// Dispatch one round: check every call, run the ready ones, commit in call order.
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
-        let lock = self.session_lock(&req.session);
-        let _one_round_at_a_time = lock.lock().await;
+        self.hold_session(&req.session).await.round(req).await
+    }
+
+    /// [`Engine::round`] once the session is held.
+    pub(crate) async fn round_held(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
         let mut cx = self.begin(req).await?;
         let round = cx.record.round;
         let calls = std::mem::take(&mut cx.req.calls);
@@ -505,14 +170,18 @@ impl Engine {
             message: assistant_message(&calls, &cx.redactor),
         });
 
+        // A reply that calls a client tool is the caller's to run (spec §1.1).
         let handed_off = cx.client_handoff(&calls);
         let handoff = handed_off.is_some();
         let mut slots = if let Some(slots) = handed_off {
             slots
         } else {
+            // Pass 1: check every call in order.
             let mut slots = cx.preflight(&calls).await;
+            // A call that needs the user parks the run instead of running (spec §1.4).
             let pending = cx.park_for_ask_user(&mut slots);
             if pending.is_none() {
+                // Pass 2: run the ready calls.
                 cx.execute(&mut slots).await;
                 if cx.req.cancel.is_cancelled() {
                     return cx.cancelled(&slots).await;
@@ -522,6 +191,7 @@ impl Engine {
             cx.recall_errors(&slots).await;
             slots
         };
+        // Pass 3: every result, in call order.
         let results = cx.commit(&calls, &mut slots);
         if handoff {
             // The caller runs the client tools; this run's part of the turn ends here.
@@ -607,154 +277,10 @@ impl Engine {
 impl RoundCx<'_> {
     /// A `StoreDegraded` event when the store has a new health notice: a degraded store
     /// never fails a round, but the user should know their state is not being shared.
-    fn report_store_health(&self) {
+    pub(crate) fn report_store_health(&self) {
         if let Some(text) = self.engine.store.health_notice() {
             self.emit(EventKind::StoreDegraded { text });
         }
-    }
-
-    /// Spec §1.1: a reply that calls any client tool is handed back whole; nothing runs.
-    fn client_handoff(&mut self, calls: &[RawCall]) -> Option<Vec<Slot>> {
-        if self.req.client_tools.is_empty() {
-            return None;
-        }
-        let is_client = |name: &str| self.req.client_tools.iter().any(|c| c.name == name);
-        // The client tool's name and arguments, also when the model wrapped it in run_tool.
-        let client_of = |call: &RawCall| -> Option<(String, String)> {
-            let name = normalise_name(&call.name);
-            if is_client(&name) {
-                return Some((name, call.arguments.trim().to_string()));
-            }
-            if name == RUN_TOOL {
-                let outer = serde_json::from_str::<Value>(call.arguments.trim()).ok()?;
-                let inner = normalise_name(outer.get("name")?.as_str()?);
-                let args = match outer.get("args") {
-                    None | Some(Value::Null) => "{}".to_string(),
-                    Some(Value::String(s)) => s.clone(),
-                    Some(v) => v.to_string(),
-                };
-                return is_client(&inner).then_some((inner, args));
-            }
-            None
-        };
-        let names: Vec<Option<(String, String)>> = calls.iter().map(client_of).collect();
-        if names.iter().all(Option::is_none) {
-            return None;
-        }
-        let first_client = names
-            .iter()
-            .flatten()
-            .next()
-            .map(|(n, _)| n.clone())
-            .unwrap_or_default();
-        let mut handed = Vec::new();
-        let slots = calls
-            .iter()
-            .zip(names)
-            .map(|(call, client)| {
-                let id: Arc<str> = Arc::from(call.id.trim());
-                match client {
-                    Some((name, args)) => {
-                        handed.push(json!({"id": call.id.trim(), "name": name, "arguments": args}));
-                        Slot {
-                            id,
-                            name: Arc::from(name),
-                            args_raw: Arc::from(args.as_str()),
-                            key: None,
-                            state: SlotState::Client,
-                            effect: Effect::Observes,
-                        }
-                    }
-                    None => {
-                        let name = normalise_name(&call.name);
-                        Slot {
-                            id,
-                            args_raw: Arc::from(call.arguments.trim()),
-                            state: SlotState::Settled {
-                                status: Status::NotRun,
-                                text: format!(
-                                    "tool={name} failed: not run — this reply also called the client tool {first_client}, which the caller runs itself, so nothing else in the reply was run. Call {name} again in your next reply if you still need it."
-                                ),
-                                images: Vec::new(),
-                            },
-                            name: Arc::from(name),
-                            key: None,
-                            effect: Effect::Observes,
-                        }
-                    }
-                }
-            })
-            .collect();
-        self.emit(EventKind::ClientToolCall {
-            client_tool_calls: handed,
-        });
-        Some(slots)
-    }
-
-    /// Spec §1.4: a ready call that needs the user (ask_user, store_secret), with no one to
-    /// answer inline, parks the run: the other ready calls are not run, and the answer later
-    /// becomes the parked call's result (`Engine::answer`).
-    fn park_for_ask_user(&mut self, slots: &mut [Slot]) -> Option<PendingTask> {
-        if self.engine.confirmer.interactive() {
-            return None;
-        }
-        let ask_index = slots.iter().position(|s| match &s.state {
-            SlotState::Ready { tool, .. } => tool.spec().asks_user,
-            _ => false,
-        })?;
-        let ask_name = slots[ask_index].name.clone();
-        let mut parked = None;
-        for (i, slot) in slots.iter_mut().enumerate() {
-            if i == ask_index {
-                if let SlotState::Ready { tool, args, .. } =
-                    std::mem::replace(&mut slot.state, SlotState::Parked)
-                {
-                    parked = Some((tool, args));
-                }
-                continue;
-            }
-            if matches!(slot.state, SlotState::Ready { .. } | SlotState::SameAs(_)) {
-                slot.state = SlotState::Settled {
-                    status: Status::NotRun,
-                    text: format!(
-                        "tool={} failed: not run — the round paused to ask the user ({ask_name}); call it again after the answer if you still need it.",
-                        slot.name
-                    ),
-                    images: Vec::new(),
-                };
-            }
-        }
-        let (tool, args) = parked?;
-        let slot = &slots[ask_index];
-        let task_hash = blake3::hash(
-            format!(
-                "{}|{}|{}|{}",
-                self.req.session, self.req.run, self.record.round, slot.id
-            )
-            .as_bytes(),
-        )
-        .to_hex()[..16]
-            .to_string();
-        let questions = serde_json::to_value(tool.questions(&args)).unwrap_or(Value::Null);
-        let pending = PendingTask {
-            task_hash: task_hash.clone(),
-            session: self.req.session.clone(),
-            run: self.req.run.clone(),
-            tool_call_id: slot.id.to_string(),
-            tool: ask_name.to_string(),
-            state: tool.parked_state(&args),
-            args,
-            questions,
-            tool_results: Vec::new(),
-            todos: self.session.todos.clone(),
-            created_at_ms: now_unix_ms(),
-        };
-        self.emit(EventKind::Pending {
-            task_hash: task_hash.clone(),
-            pending_session: self.req.session.clone(),
-            text: task_hash,
-        });
-        Some(pending)
     }
 
     /// Pass 2 was cancelled: keep the assistant message and the events, commit nothing else.
@@ -863,24 +389,6 @@ impl RoundCx<'_> {
             self.record.journal_done.push(entry.id.clone());
         }
         self.interrupted = entries;
-    }
-
-    /// Journal a mutating call before it runs; an error means it must not run.
-    pub(crate) async fn journal(&mut self, slot: &Slot) -> Result<(), StoreError> {
-        let entry = JournalEntry {
-            id: format!("{}|{}|{}", self.req.run, self.record.round, slot.id),
-            session: self.req.session.clone(),
-            run: self.req.run.clone(),
-            round: self.record.round,
-            tool_call_id: slot.id.to_string(),
-            tool_name: slot.name.to_string(),
-            arguments: slot.args_raw.to_string(),
-            started_ms: now_unix_ms(),
-        };
-        let id = entry.id.clone();
-        self.engine.store.journal_begin(entry).await?;
-        self.journaled.push(id);
-        Ok(())
     }
 }
 

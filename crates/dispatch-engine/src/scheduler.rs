@@ -10,13 +10,17 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use dispatch_store::{JournalEntry, StoreError};
 use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::Engine;
 use crate::events::{EventKind, EventLog};
-use crate::round::{Execution, Failure, RoundCx, Slot, SlotState, go_duration};
+use crate::redact::ToolSecrets;
+use crate::round::{RoundCx, go_duration, now_unix_ms};
+use crate::slot::{Execution, Failure, Slot, SlotState};
 use crate::spec::{Effect, ToolSpec};
 use crate::status::Status;
 use crate::tool::{Exclude, Progress, ProgressState, Tool, ToolContext, ToolError, ToolOutput};
@@ -36,10 +40,62 @@ struct Job {
 }
 
 impl RoundCx<'_> {
+    /// Pass 2: run the ready slots.
     pub(crate) async fn execute(&mut self, slots: &mut [Slot]) {
+        self.scheduler().execute(slots).await;
+    }
+
+    /// Finish the parked call in `slots[index]` with the user's answers.
+    pub(crate) async fn execute_answered(
+        &mut self,
+        slots: &mut [Slot],
+        index: usize,
+        answers: Vec<String>,
+    ) {
+        self.scheduler()
+            .execute_answered(slots, index, answers)
+            .await;
+    }
+
+    fn scheduler(&mut self) -> Scheduler<'_> {
+        Scheduler {
+            engine: self.engine,
+            session: &self.req.session,
+            run: &self.req.run,
+            round: self.record.round,
+            session_id: &self.session_id,
+            run_id: &self.run_id,
+            exclude: &self.exclude,
+            log: &self.log,
+            tool_secrets: self.tool_secrets.as_ref(),
+            cancel: &self.req.cancel,
+            journaled: &mut self.journaled,
+        }
+    }
+}
+
+/// What pass 2 needs from the round: who its calls run for and what they are handed, the
+/// round's cancellation, and the journal that keeps a mutating call from running twice.
+struct Scheduler<'a> {
+    engine: &'a Engine,
+    session: &'a str,
+    run: &'a str,
+    round: u64,
+    session_id: &'a Arc<str>,
+    run_id: &'a Arc<str>,
+    exclude: &'a Arc<Exclude>,
+    log: &'a Arc<EventLog>,
+    tool_secrets: Option<&'a ToolSecrets>,
+    cancel: &'a CancellationToken,
+    /// Journal entries opened for this round's mutating calls; its commit closes them.
+    journaled: &'a mut Vec<String>,
+}
+
+impl Scheduler<'_> {
+    async fn execute(&mut self, slots: &mut [Slot]) {
         let max = self.engine.config.max_concurrent.max(1);
         let mut batch: Vec<Job> = Vec::new();
-        let cancel = self.req.cancel.clone();
+        let cancel = self.cancel.clone();
         for index in 0..slots.len() {
             if cancel.is_cancelled() {
                 return;
@@ -104,7 +160,7 @@ impl RoundCx<'_> {
             workdir: engine.workdir.clone(),
             data_dir: engine.data_dir.clone(),
             registry: engine.registry.clone(),
-            exclude: Arc::<Exclude>::clone(&self.exclude),
+            exclude: Arc::<Exclude>::clone(self.exclude),
             progress: Progress {
                 log: self.log.clone(),
                 tool_id: slot.id.clone(),
@@ -120,7 +176,7 @@ impl RoundCx<'_> {
             chat_history: engine.chat_history.clone(),
             result_budget: engine.config.result_budget,
             spill_quota: engine.config.spill_quota,
-            secrets: self.tool_secrets.clone(),
+            secrets: self.tool_secrets.cloned(),
             user: engine.confirmer.clone(),
         };
         Job {
@@ -130,19 +186,14 @@ impl RoundCx<'_> {
             args_raw: slot.args_raw.clone(),
             cx,
             log: self.log.clone(),
-            round_cancel: self.req.cancel.clone(),
+            round_cancel: self.cancel.clone(),
             answers: None,
         }
     }
 
     /// Finish the parked call in `slots[index]` with the user's answers, run like any
     /// serial call: its events, timeouts and panic isolation.
-    pub(crate) async fn execute_answered(
-        &mut self,
-        slots: &mut [Slot],
-        index: usize,
-        answers: Vec<String>,
-    ) {
+    async fn execute_answered(&mut self, slots: &mut [Slot], index: usize, answers: Vec<String>) {
         let SlotState::Ready { tool, args } =
             std::mem::replace(&mut slots[index].state, SlotState::Running)
         else {
@@ -152,6 +203,24 @@ impl RoundCx<'_> {
         job.answers = Some(answers);
         let (i, execution) = run_job(job).await;
         slots[i].state = SlotState::Executed(execution);
+    }
+
+    /// Journal a mutating call before it runs; an error means it must not run.
+    async fn journal(&mut self, slot: &Slot) -> Result<(), StoreError> {
+        let entry = JournalEntry {
+            id: format!("{}|{}|{}", self.run, self.round, slot.id),
+            session: self.session.to_string(),
+            run: self.run.to_string(),
+            round: self.round,
+            tool_call_id: slot.id.to_string(),
+            tool_name: slot.name.to_string(),
+            arguments: slot.args_raw.to_string(),
+            started_ms: now_unix_ms(),
+        };
+        let id = entry.id.clone();
+        self.engine.store.journal_begin(entry).await?;
+        self.journaled.push(id);
+        Ok(())
     }
 }
 

@@ -216,18 +216,21 @@ async fn dispatch(
     }
     let daemon = daemon.clone();
     let task = tokio::spawn(async move {
-        let lock = daemon.hub.round_lock(&session);
-        let _one_at_a_time = lock.lock().await;
+        let _keep = daemon.hub.keep_session(&session);
+        // One lock for the whole round: the engine's hold on the session also covers the
+        // feed's start and `Finished` marker, so markers follow commit order and the rounds
+        // of a session never interleave on its feed.
+        let held = daemon.engine.hold_session(&session).await;
         let feed = Arc::new(daemon.hub.start_round(&session, &run));
         let live: Arc<dyn dispatch_engine::EventSink> = feed.clone();
         let outcome = match work {
             Work::Round(mut req) => {
                 req.live = Some(live);
-                daemon.engine.round(req).await
+                held.round(req).await
             }
             Work::Answer(mut req) => {
                 req.request.live = Some(live);
-                daemon.engine.answer(req).await
+                held.answer(req).await
             }
         };
         let committed = outcome.as_ref().ok().map(|o| (o.run.as_str(), o.round));

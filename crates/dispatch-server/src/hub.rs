@@ -67,8 +67,10 @@ struct SessionState {
     feed: Option<broadcast::Sender<Feed>>,
     /// Created by `POST /v1/sessions` (then its client tools and exclusions are final).
     declared: bool,
-    /// Held across a round and its `Finished` marker, so markers follow commit order.
-    lock: Arc<tokio::sync::Mutex<()>>,
+    /// Cloned by each round from before it waits for the session until its `Finished`
+    /// marker: a session with a round queued or running is never forgotten. (The rounds
+    /// themselves are kept apart by the engine's hold on the session.)
+    in_use: Arc<()>,
     /// Tickets handed out so far.
     started: u64,
     /// The ticket of the round in flight.
@@ -167,7 +169,7 @@ impl Hub {
             },
             feed: None,
             declared: false,
-            lock: Arc::default(),
+            in_use: Arc::default(),
             started: 0,
             current: None,
             last_seq: 0,
@@ -210,7 +212,9 @@ impl Hub {
         }
         let idle = sessions
             .values()
-            .filter(|s| s.current.is_none() && s.watchers() == 0 && Arc::strong_count(&s.lock) == 1)
+            .filter(|s| {
+                s.current.is_none() && s.watchers() == 0 && Arc::strong_count(&s.in_use) == 1
+            })
             .min_by_key(|s| s.info.last_active_ms)
             .map(|s| s.info.id.clone());
         if let Some(id) = idle {
@@ -268,9 +272,10 @@ impl Hub {
         list
     }
 
-    /// The lock a round of this session holds from start to `Finished` marker.
-    pub fn round_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.with_session(id, |state| state.lock.clone())
+    /// Keep the session known while the returned token lives: a round holds one from before
+    /// it waits for the session until its `Finished` marker.
+    pub fn keep_session(&self, id: &str) -> Arc<()> {
+        self.with_session(id, |state| state.in_use.clone())
     }
 
     /// Subscribe to a session's feed (the subscription makes the session watched).

@@ -11,6 +11,7 @@ pub mod redaction_tests;
 pub mod regression_tests;
 mod scheduler_tests;
 mod security_tests;
+mod session_hold_tests;
 mod smoke;
 pub mod support;
 mod tiered_store_tests;

@@ -1,0 +1,320 @@
+//! The engine: how it is set up, what it is built from, and the hold on a session that keeps
+//! one session's rounds from overlapping. A round itself is in [`crate::round`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dispatch_store::{
+    ChatHistory, ErrorMemory, FileHistory, ResultCache, Secrets, SessionStore, StoreError,
+};
+use serde_json::Value;
+
+use crate::answer::AnswerRequest;
+use crate::deferred::{Catalog, ClientTool};
+use crate::gate::{CONFIRM_TIMEOUT, Confirmer, GatePolicy};
+use crate::redact::RedactorCache;
+use crate::registry::Registry;
+use crate::round::{RoundOutcome, RoundRequest};
+use crate::rules::{RuleLint, Rules};
+use crate::shaping::DEFAULT_RESULT_BUDGET;
+use crate::tool::Exclude;
+use crate::wire::Provider;
+
+/// `MAX_CONCURRENT_TOOLS`: half the cores, at least 3 (seed v1.3.0).
+pub fn default_max_concurrent() -> usize {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    (cores / 2).max(3)
+}
+
+/// How an engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The directory file tools are confined to; `.tooldispatch/rules` lives here.
+    pub workdir: PathBuf,
+    /// Per-session files (spilled results); `None` keeps nothing on disk.
+    pub data_dir: Option<PathBuf>,
+    pub max_concurrent: usize,
+    pub confirm_timeout: Duration,
+    /// Per-result budget in bytes before output shaping.
+    pub result_budget: usize,
+    /// The user trusts the work directory (`tooldispatch trust`): only then are its
+    /// `.tooldispatch/rules` obeyed. A cloned repository's rules must not grant themselves
+    /// permissions.
+    pub trust_workdir: bool,
+    /// Paths every call that touches them must ask about, even under "allow for this turn":
+    /// the store and its key, tooldispatch's config directory. The work directory's
+    /// `.tooldispatch/` (resolved) is always added.
+    pub protected: Vec<PathBuf>,
+    /// Bytes of spilled output one session keeps (over-budget results; see [`crate::spill`]).
+    pub spill_quota: u64,
+}
+
+impl EngineConfig {
+    pub fn new(workdir: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            workdir: workdir.into(),
+            data_dir: None,
+            max_concurrent: default_max_concurrent(),
+            confirm_timeout: CONFIRM_TIMEOUT,
+            result_budget: DEFAULT_RESULT_BUDGET,
+            trust_workdir: false,
+            protected: Vec::new(),
+            spill_quota: crate::spill::DEFAULT_SPILL_QUOTA,
+        }
+    }
+}
+
+/// What can stop a round from producing results.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the round was cancelled before its results were committed")]
+    Cancelled,
+    #[error("cannot read the stored secrets, so results could not be kept free of them: {0}")]
+    Secrets(String),
+    #[error("session {session} has no pending task {task}; {}", pending_list(.pending))]
+    NoSuchTask {
+        session: String,
+        task: String,
+        pending: Vec<String>,
+    },
+    #[error("{0}")]
+    BadAnswer(String),
+    #[error(
+        "a round of session {asked} was given to the hold of session {held}; hold its own session"
+    )]
+    NotHeld { held: String, asked: String },
+    #[error("cannot read the rules file {path}: {source}")]
+    Rules {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn pending_list(pending: &[String]) -> String {
+    if pending.is_empty() {
+        "it has none (already answered, or never parked)".to_string()
+    } else {
+        format!("its pending tasks are: {}", pending.join(", "))
+    }
+}
+
+/// The dispatcher: a registry, a store, a confirmer and the gate policy.
+pub struct Engine {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) workdir: Arc<std::path::Path>,
+    pub(crate) data_dir: Option<Arc<std::path::Path>>,
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) confirmer: Arc<dyn Confirmer>,
+    pub(crate) policy: Mutex<GatePolicy>,
+    pub(crate) config: EngineConfig,
+    /// One lock per session seen by this engine: rounds of a session commit one at a time, so
+    /// none of them builds on state another is about to replace.
+    sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Where `related_errors` come from; none means no hints.
+    pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
+    /// The result cache handed to tools and written in pass 3.
+    pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
+    /// File history handed to tools.
+    pub(crate) file_history: Option<Arc<dyn FileHistory>>,
+    /// Chat history handed to tools.
+    pub(crate) chat_history: Option<Arc<dyn ChatHistory>>,
+    /// The stored secrets: redacted from everything a round keeps, and handed to tools.
+    pub(crate) secrets: Option<Arc<dyn Secrets>>,
+    /// The redactor of `secrets`, rebuilt only when they change.
+    pub(crate) redaction: RedactorCache,
+}
+
+/// A session held for one caller (see [`Engine::hold_session`]): rounds and answers run on
+/// it one after another, and no other caller's round of the session runs meanwhile.
+pub struct HeldSession<'e> {
+    engine: &'e Engine,
+    session: String,
+    _one_round_at_a_time: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl HeldSession<'_> {
+    /// Dispatch one round of the held session (see [`Engine::round`]).
+    pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
+        self.check_session(&req.session)?;
+        self.engine.round_held(req).await
+    }
+
+    /// Deliver the user's answers to a pending task of the held session (see
+    /// [`Engine::answer`]).
+    pub async fn answer(&self, req: AnswerRequest) -> Result<RoundOutcome, EngineError> {
+        self.check_session(&req.request.session)?;
+        self.engine.answer_held(req).await
+    }
+
+    /// A round of another session would run without its own session's lock.
+    fn check_session(&self, session: &str) -> Result<(), EngineError> {
+        if session == self.session {
+            Ok(())
+        } else {
+            Err(EngineError::NotHeld {
+                held: self.session.clone(),
+                asked: session.to_string(),
+            })
+        }
+    }
+}
+
+impl Engine {
+    /// An engine over this registry and store. Reads `.tooldispatch/rules` from the work directory.
+    pub fn new(
+        registry: Registry,
+        store: Arc<dyn SessionStore>,
+        confirmer: Arc<dyn Confirmer>,
+        config: EngineConfig,
+    ) -> Result<Self, EngineError> {
+        let rules = if config.trust_workdir {
+            Rules::load(&config.workdir).map_err(|source| EngineError::Rules {
+                path: config.workdir.join(Rules::FILE).display().to_string(),
+                source,
+            })?
+        } else {
+            Rules::untrusted(&config.workdir)
+        };
+        let mut protected: Vec<PathBuf> = config
+            .protected
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .collect();
+        // By its resolved path: a `.tooldispatch` that is a link guards where it points.
+        protected.push(crate::subject::resolve_path(
+            &config.workdir,
+            ".tooldispatch",
+        ));
+        let policy = GatePolicy {
+            rules,
+            workdir: config
+                .workdir
+                .canonicalize()
+                .unwrap_or_else(|_| config.workdir.clone()),
+            protected,
+        };
+        Ok(Engine {
+            registry: Arc::new(registry),
+            workdir: Arc::from(config.workdir.as_path()),
+            data_dir: config.data_dir.as_deref().map(Arc::from),
+            store,
+            confirmer,
+            policy: Mutex::new(policy),
+            config,
+            sessions: Mutex::default(),
+            error_memory: None,
+            result_cache: None,
+            file_history: None,
+            chat_history: None,
+            secrets: None,
+            redaction: RedactorCache::default(),
+        })
+    }
+
+    /// Replace the values these secrets hold with `[secret:NAME]` in everything a round keeps
+    /// or shows (DESIGN §3.17), and let tools read and store them (`{{secret:NAME}}`,
+    /// store_secret).
+    pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> Self {
+        self.secrets = Some(secrets);
+        self.redaction = RedactorCache::default();
+        self
+    }
+
+    /// Give tools this result cache, and write the entries their results ask for (seed §5).
+    pub fn with_result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
+        self.result_cache = Some(cache);
+        self
+    }
+
+    /// Let file tools record versions here before they change a file (file_history,
+    /// restore_file).
+    pub fn with_file_history(mut self, history: Arc<dyn FileHistory>) -> Self {
+        self.file_history = Some(history);
+        self
+    }
+
+    /// Let tools search and list the sessions' history here (chat_history).
+    pub fn with_chat_history(mut self, history: Arc<dyn ChatHistory>) -> Self {
+        self.chat_history = Some(history);
+        self
+    }
+
+    /// Offer records from this error memory as `related_errors` on failures (seed §8).
+    pub fn with_error_memory(mut self, memory: Arc<dyn ErrorMemory>) -> Self {
+        self.error_memory = Some(memory);
+        self
+    }
+
+    /// Wait until no other round or answer of `session` runs on this engine, and keep it so
+    /// until the returned hold is dropped. [`Engine::round`] and [`Engine::answer`] take one
+    /// themselves; a caller that must do more under the same lock (the daemon opens and
+    /// closes the session's event feed around each round) holds one and runs the round on it.
+    pub async fn hold_session(&self, session: &str) -> HeldSession<'_> {
+        let lock = match self.sessions.lock() {
+            Ok(mut sessions) => sessions.entry(session.to_string()).or_default().clone(),
+            // A poisoned map only loses the serialisation, never a round.
+            Err(_) => Arc::default(),
+        };
+        HeldSession {
+            engine: self,
+            session: session.to_string(),
+            _one_round_at_a_time: lock.lock_owned().await,
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Problems found in the rules file: bad lines, shadowed rules, rules naming no known tool.
+    pub fn rule_lints(&self) -> Vec<RuleLint> {
+        let Ok(policy) = self.policy.lock() else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = self.registry.iter().map(|t| t.name()).collect();
+        let mut lints = policy.rules.lints().to_vec();
+        lints.extend(policy.rules.lint_against_names(&names));
+        lints
+    }
+
+    /// One line saying the work directory's rules file is ignored because the directory is
+    /// not trusted, when that is so.
+    pub fn rules_note(&self) -> Option<String> {
+        self.policy.lock().ok()?.rules.ignored_note()
+    }
+
+    /// The request's tools array and turn context for a session.
+    pub async fn tools(
+        &self,
+        session: &str,
+        provider: Provider,
+        client_tools: &[ClientTool],
+        exclude: &[String],
+    ) -> Result<(Vec<Value>, String), EngineError> {
+        let (snapshot, _) = self.store.load(session, "").await?;
+        let exclude = Exclude::new(exclude.iter().cloned());
+        let catalog = Catalog {
+            registry: &self.registry,
+            provider,
+            exclude: &exclude,
+            client_tools,
+            marked: &snapshot.marked,
+        };
+        let mut context = catalog.turn_context(&self.config.workdir);
+        if let Some(note) = self.rules_note() {
+            context.push('\n');
+            context.push_str(&note);
+        }
+        Ok((catalog.tools_array(), context))
+    }
+}
