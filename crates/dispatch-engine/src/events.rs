@@ -249,8 +249,11 @@ impl EventLog {
         events.push(event);
     }
 
+    /// Milliseconds since the round began, to the microsecond: finer digits would only be
+    /// clock noise, and every event stores this number.
     pub fn now_ms(&self) -> f64 {
-        self.start.elapsed().as_secs_f64() * 1000.0
+        let micros = u32::try_from(self.start.elapsed().as_micros()).unwrap_or(u32::MAX);
+        f64::from(micros) / 1000.0
     }
 
     pub(crate) fn elapsed_nanos(&self) -> u64 {

@@ -261,6 +261,17 @@ pub async fn run(
     }
 }
 
+/// This process's tag for the sessions it creates.
+fn run_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{}-{nanos:x}", std::process::id())
+    })
+}
+
 /// The bytes an SQLite store holds on disk once its WAL is checkpointed into the file; `None`
 /// for the other backends (Redis reports the whole server's memory, not this store's).
 async fn store_bytes(store: &dyn dispatch_store::Store) -> Option<u64> {
@@ -335,7 +346,9 @@ async fn session(
     barrier: &Barrier,
 ) -> Tally {
     let mut tally = Tally::default();
-    let id = format!("load-{s}");
+    // Names no earlier run used: a shared store (Redis) keeps sessions between runs, and a
+    // reused session would answer from an earlier run's remembered results.
+    let id = format!("load-{}-{s}", run_tag());
     let rounds_url = match target {
         Target::Daemon => format!("{base}/v1/sessions/{id}/rounds?provider=openai&run=load"),
         Target::Echo => format!("{base}/echo"),

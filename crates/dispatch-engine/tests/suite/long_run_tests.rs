@@ -50,6 +50,8 @@ async fn long_run_keeps_dedupe_and_invalidation_exact(store: Option<Arc<dyn Sess
         )
         .await;
     assert_eq!(statuses(&out), vec![Status::Ok; 4]);
+    // Where each round's events landed in the session's log, as its commit numbered them.
+    let mut numbered = vec![out.event_seqs.clone()];
     // Rounds 2..ROUNDS-2: distinct calls, so the run's entries pile up; every 100th round
     // also writes a file no read covers, so the path index grows and the epoch moves on.
     for n in 2..ROUNDS - 1 {
@@ -65,6 +67,7 @@ async fn long_run_keeps_dedupe_and_invalidation_exact(store: Option<Arc<dyn Sess
             ));
         }
         let out = fx.run("s", "r", calls).await;
+        numbered.push(out.event_seqs.clone());
         assert!(
             out.results.iter().all(|r| r.status == Status::Ok),
             "round {n}: {:?}",
@@ -80,6 +83,7 @@ async fn long_run_keeps_dedupe_and_invalidation_exact(store: Option<Arc<dyn Sess
         )
         .await;
     assert_eq!(statuses(&out), vec![Status::Ok]);
+    numbered.push(out.event_seqs.clone());
     let (reads_before, pures_before) = (reads.load(Ordering::SeqCst), pures.load(Ordering::SeqCst));
     // Round ROUNDS: the pure call of round 1 and the reads of b and c are still remembered;
     // the read of a.txt runs again and sees the edit.
@@ -107,8 +111,28 @@ async fn long_run_keeps_dedupe_and_invalidation_exact(store: Option<Arc<dyn Sess
     assert_eq!(out.results[1].content, "[read] a.txtx");
     assert_eq!(reads.load(Ordering::SeqCst), reads_before + 1);
     assert_eq!(pures.load(Ordering::SeqCst), pures_before);
+    numbered.push(out.event_seqs.clone());
     let (_, run) = fx.store.load("s", "r").await.unwrap();
     assert_eq!(run.rounds, ROUNDS);
+
+    // The events log: every round's events under the numbers its commit returned, one
+    // after another, each round closed by its RoundCommitted; read twice, the same log.
+    let start = numbered[0].start;
+    let log = fx.store.events("s", start - 1).await.unwrap();
+    assert_eq!(log, fx.store.events("s", start - 1).await.unwrap());
+    let seqs: Vec<u64> = log.iter().map(|(seq, _)| *seq).collect();
+    let expected: Vec<u64> = numbered.iter().flat_map(|r| r.clone()).collect();
+    assert_eq!(seqs, expected, "contiguous, in round order");
+    for (round, range) in numbered.iter().enumerate() {
+        let last = range.end - 1;
+        let (_, json) = log.iter().find(|(seq, _)| *seq == last).unwrap();
+        let event: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            (event["type"].as_str(), event["round"].as_u64()),
+            (Some("RoundCommitted"), Some(round as u64 + 1)),
+            "{json}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -65,12 +65,14 @@ impl ChatHistory for SqliteStore {
                     let id: i64 = row.get(1)?;
                     let at_ms = to_u64(row.get(2)?, "transcript time")?;
                     let index = usize::try_from(rowid - id * per_row).unwrap_or(usize::MAX);
-                    if !decoded.contains_key(&id) {
-                        decoded.insert(id, transcript_row(conn, row.get_ref(3)?)?);
-                    }
-                    let entry = decoded
-                        .get(&id)
-                        .and_then(|entries| entries.get(index))
+                    let entries = match decoded.entry(id) {
+                        std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(slot) => {
+                            slot.insert(transcript_row(conn, row.get_ref(3)?)?)
+                        }
+                    };
+                    let entry = entries
+                        .get(index)
                         .ok_or_else(|| {
                             JobError::Corrupt(format!(
                                 "the full-text index names message {index} of transcript row {id}, which has no such message"

@@ -124,21 +124,24 @@ impl Maintenance for SqliteStore {
                 move |conn| {
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                     let runs: i64 = tx.query_row(
-                        "SELECT COUNT(*) FROM (SELECT DISTINCT session, run FROM dedupe_entries
-                     WHERE session IN (SELECT id FROM sessions WHERE updated_ms < ?1))",
+                        "SELECT COUNT(DISTINCT run_id) FROM dedupe_entries WHERE run_id IN
+                     (SELECT id FROM runs WHERE session IN
+                         (SELECT id FROM sessions WHERE updated_ms < ?1))",
                         params![cutoff],
                         |row| row.get(0),
                     )?;
                     let dropped = tx.execute(
-                        "DELETE FROM dedupe_entries
-                     WHERE session IN (SELECT id FROM sessions WHERE updated_ms < ?1)",
+                        "DELETE FROM dedupe_entries WHERE run_id IN
+                     (SELECT id FROM runs WHERE session IN
+                         (SELECT id FROM sessions WHERE updated_ms < ?1))",
                         params![cutoff],
                     )?;
                     // What invalidated the dropped entries goes with them: an entry stored
                     // later is stored at a later epoch than any of these touches.
                     tx.execute(
-                        "DELETE FROM dedupe_touched
-                     WHERE session IN (SELECT id FROM sessions WHERE updated_ms < ?1)",
+                        "DELETE FROM dedupe_touched WHERE run_id IN
+                     (SELECT id FROM runs WHERE session IN
+                         (SELECT id FROM sessions WHERE updated_ms < ?1))",
                         params![cutoff],
                     )?;
                     tx.commit()?;

@@ -13,11 +13,10 @@
 //! Cutting by position, never by a marker inside the text, means no text (a tool result is
 //! hostile input) can pose as a reference.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
-use flate2::Compression;
 use flate2::read::DeflateDecoder;
-use flate2::write::DeflateEncoder;
+use flate2::{Compress, Compression, FlushCompress, Status};
 use rusqlite::types::ValueRef;
 
 use super::JobError;
@@ -162,13 +161,30 @@ pub(super) fn inflate(deflated: &[u8]) -> Result<Vec<u8>, JobError> {
 }
 
 fn deflate(plain: &[u8]) -> Result<Vec<u8>, JobError> {
-    // Level 1: most of what a higher level would save on JSON this repetitive, at a fraction
-    // of the time (it runs on the caller's thread, before the writer).
-    let mut encoder = DeflateEncoder::new(Vec::with_capacity(plain.len() / 3), Compression::fast());
-    encoder
-        .write_all(plain)
-        .and_then(|()| encoder.finish())
-        .map_err(|e| JobError::Rejected(format!("cannot deflate: {e}")))
+    thread_local! {
+        // A compressor owns a few hundred KB of tables; making one per body would allocate
+        // and zero them every round. Each thread keeps one and resets it.
+        static COMPRESSOR: std::cell::RefCell<Compress> =
+            // Level 1: most of what a higher level would save on JSON this repetitive, at a
+            // fraction of the time (it runs on the caller's thread, before the writer).
+            std::cell::RefCell::new(Compress::new(Compression::fast(), false));
+    }
+    COMPRESSOR.with(|cell| {
+        let mut compressor = cell.borrow_mut();
+        compressor.reset();
+        let mut out = Vec::with_capacity(plain.len() / 2 + 64);
+        loop {
+            let read = usize::try_from(compressor.total_in()).unwrap_or(usize::MAX);
+            let rest = plain.get(read..).unwrap_or_default();
+            let status = compressor
+                .compress_vec(rest, &mut out, FlushCompress::Finish)
+                .map_err(|e| JobError::Rejected(format!("cannot deflate: {e}")))?;
+            match status {
+                Status::StreamEnd => return Ok(out),
+                Status::Ok | Status::BufError => out.reserve(out.capacity().max(64)),
+            }
+        }
+    })
 }
 
 fn json_literal(text: &str) -> Result<String, JobError> {

@@ -238,30 +238,35 @@ pub(super) fn apply_round(tx: &Connection, r: &EncodedRound) -> Result<Committed
         .execute(params![session, to_json(&marked)?, r.todos, r.now_ms])?;
     }
 
-    tx.prepare_cached(
-        "INSERT INTO runs (session, run, rounds, write_epoch, turn_allow_all, wiped_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?6 THEN ?4 ELSE 0 END)
-         ON CONFLICT (session, run) DO UPDATE SET
-             rounds = excluded.rounds,
-             write_epoch = excluded.write_epoch,
-             turn_allow_all = excluded.turn_allow_all,
-             wiped_at = CASE WHEN ?6 THEN excluded.write_epoch ELSE wiped_at END",
-    )?
-    .execute(params![
-        session,
-        run,
-        r.round,
-        r.write_epoch,
-        r.turn_allow_all,
-        r.touched_all
-    ])?;
+    let run_id: i64 = tx
+        .prepare_cached(
+            "INSERT INTO runs (session, run, rounds, write_epoch, turn_allow_all, wiped_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?6 THEN ?4 ELSE 0 END)
+             ON CONFLICT (session, run) DO UPDATE SET
+                 rounds = excluded.rounds,
+                 write_epoch = excluded.write_epoch,
+                 turn_allow_all = excluded.turn_allow_all,
+                 wiped_at = CASE WHEN ?6 THEN excluded.write_epoch ELSE wiped_at END
+             RETURNING id",
+        )?
+        .query_row(
+            params![
+                session,
+                run,
+                r.round,
+                r.write_epoch,
+                r.turn_allow_all,
+                r.touched_all
+            ],
+            |row| row.get(0),
+        )?;
     if !r.touched_paths.is_empty() {
         let mut touch = tx.prepare_cached(
-            "INSERT INTO dedupe_touched (session, run, path, epoch) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (session, run, path) DO UPDATE SET epoch = excluded.epoch",
+            "INSERT INTO dedupe_touched (run_id, path, epoch) VALUES (?1, ?2, ?3)
+             ON CONFLICT (run_id, path) DO UPDATE SET epoch = excluded.epoch",
         )?;
         for path in &r.touched_paths {
-            touch.execute(params![session, run, path, r.write_epoch])?;
+            touch.execute(params![run_id, path, r.write_epoch])?;
         }
     }
 
@@ -278,9 +283,9 @@ pub(super) fn apply_round(tx: &Connection, r: &EncodedRound) -> Result<Committed
     if !r.puts.is_empty() {
         let mut put = tx.prepare_cached(
             "INSERT INTO dedupe_entries
-                 (session, run, key, slot, tool, result, images, validity, is_error, stored_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (session, run, key) DO UPDATE SET
+                 (run_id, key, slot, tool, result, images, validity, is_error, stored_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (run_id, key) DO UPDATE SET
                  tool = excluded.tool,
                  result = excluded.result,
                  images = excluded.images,
@@ -290,8 +295,7 @@ pub(super) fn apply_round(tx: &Connection, r: &EncodedRound) -> Result<Committed
         )?;
         for e in &r.puts {
             put.execute(params![
-                session,
-                run,
+                run_id,
                 e.key,
                 e.slot,
                 e.tool,
@@ -304,11 +308,10 @@ pub(super) fn apply_round(tx: &Connection, r: &EncodedRound) -> Result<Committed
         }
     }
     if !r.drops.is_empty() {
-        let mut remove = tx.prepare_cached(
-            "DELETE FROM dedupe_entries WHERE session = ?1 AND run = ?2 AND key = ?3",
-        )?;
+        let mut remove =
+            tx.prepare_cached("DELETE FROM dedupe_entries WHERE run_id = ?1 AND key = ?2")?;
         for key in &r.drops {
-            remove.execute(params![session, run, key])?;
+            remove.execute(params![run_id, key])?;
         }
     }
 
@@ -636,16 +639,22 @@ fn load(
     }
 
     let mut run_snapshot = RunSnapshot::default();
-    let stored: Option<(i64, i64, bool, i64)> = tx
+    let stored: Option<(i64, i64, i64, bool, i64)> = tx
         .prepare_cached(
-            "SELECT rounds, write_epoch, turn_allow_all, wiped_at FROM runs
+            "SELECT id, rounds, write_epoch, turn_allow_all, wiped_at FROM runs
              WHERE session = ?1 AND run = ?2",
         )?
         .query_row(params![session, run], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
         })
         .optional()?;
-    let Some((rounds, write_epoch, turn_allow_all, wiped_at)) = stored else {
+    let Some((run_id, rounds, write_epoch, turn_allow_all, wiped_at)) = stored else {
         // No run, no entries.
         return Ok((snapshot, run_snapshot));
     };
@@ -660,12 +669,12 @@ fn load(
         let stored_at = to_u64(stored_at, "dedupe epoch")?;
         if let Validity::Paths { paths } = &entry.validity {
             let mut lookup = tx.prepare_cached(
-                "SELECT epoch FROM dedupe_touched WHERE session = ?1 AND run = ?2 AND path = ?3",
+                "SELECT epoch FROM dedupe_touched WHERE run_id = ?1 AND path = ?2",
             )?;
             for path in paths {
                 if !touched_at.contains_key(path) {
                     let epoch: Option<i64> = lookup
-                        .query_row(params![session, run, path], |row| row.get(0))
+                        .query_row(params![run_id, path], |row| row.get(0))
                         .optional()?;
                     let epoch = epoch.map_or(0, |e| u64::try_from(e).unwrap_or(u64::MAX));
                     touched_at.insert(path.clone(), epoch);
@@ -716,10 +725,9 @@ fn load(
     match keys {
         None => {
             let mut stmt = tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM dedupe_entries
-                 WHERE session = ?1 AND run = ?2 ORDER BY slot"
+                "SELECT {COLUMNS} FROM dedupe_entries WHERE run_id = ?1 ORDER BY slot"
             ))?;
-            let mut rows = stmt.query(params![session, run])?;
+            let mut rows = stmt.query(params![run_id])?;
             while let Some(row) = rows.next()? {
                 let (entry, stored_at) = decode(row)?;
                 run_snapshot.dedupe.extend(keep(entry, stored_at)?);
@@ -727,11 +735,10 @@ fn load(
         }
         Some(keys) => {
             let mut stmt = tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM dedupe_entries
-                 WHERE session = ?1 AND run = ?2 AND key = ?3"
+                "SELECT {COLUMNS} FROM dedupe_entries WHERE run_id = ?1 AND key = ?2"
             ))?;
             for key in keys {
-                let mut rows = stmt.query(params![session, run, key_value(key)])?;
+                let mut rows = stmt.query(params![run_id, key_value(key)])?;
                 if let Some(row) = rows.next()? {
                     let (entry, stored_at) = decode(row)?;
                     run_snapshot.dedupe.extend(keep(entry, stored_at)?);

@@ -644,3 +644,45 @@ async fn a_large_result_is_written_once_per_call() {
         "the dedupe entry keeps the blob's hash"
     );
 }
+
+/// gc drops an old run's path touches with its dedupe entries (nothing is left to
+/// invalidate), and keeps those of a recent run.
+#[tokio::test]
+async fn gc_drops_the_path_touches_of_the_runs_it_prunes() {
+    use crate::{GcPolicy, Maintenance, ManualClock, Validity};
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    let clock = std::sync::Arc::new(ManualClock::at(1_000_000));
+    let store = SqliteStore::open_with_clock(&path, clock.clone()).unwrap();
+    for session in ["old", "new"] {
+        let mut first = round(session, "r1", 1);
+        first.dedupe_put = vec![entry(
+            "k",
+            "A",
+            Validity::Paths {
+                paths: vec!["/w/a".into()],
+            },
+        )];
+        store.commit_round(first).await.unwrap();
+        let mut touch = round(session, "r1", 2);
+        touch.write_epoch = 1;
+        touch.touched_paths = vec!["/w/a".to_string(), "/w/b".to_string()];
+        store.commit_round(touch).await.unwrap();
+        clock.advance(10 * 24 * 3600 * 1000);
+    }
+    let touches = |path: &Path| -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM dedupe_touched", [], |row| row.get(0))
+            .unwrap()
+    };
+    assert_eq!(touches(&path), 4);
+    let report = store
+        .gc(&GcPolicy {
+            finished_runs_older_than: std::time::Duration::from_secs(15 * 24 * 3600),
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.runs_pruned, Some(1));
+    assert_eq!(touches(&path), 2, "the recent run keeps its touches");
+}
