@@ -261,14 +261,16 @@ pub async fn run(
     }
 }
 
-/// This process's tag for the sessions it creates.
+/// This process's tag for the sessions it creates: six hex digits, short because every row
+/// of a round stores the session id (and `store_bytes_per_round` counts them).
 fn run_tag() -> &'static str {
     static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TAG.get_or_init(|| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        format!("{}-{nanos:x}", std::process::id())
+        let mixed = nanos ^ (u128::from(std::process::id()) << 20);
+        format!("{:06x}", mixed & 0xff_ffff)
     })
 }
 

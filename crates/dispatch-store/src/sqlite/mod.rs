@@ -254,9 +254,10 @@ impl AfterCommit {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        // Close the channels, then wait for queued jobs to finish: readers first, then the
-        // writer, so the writer's connection is the last to close and checkpoints the WAL
-        // into the file; a reopen sees everything.
+        // Close the channels, then wait for the queued jobs to finish. A queued commit may
+        // still hand a reader a checkpoint, so the readers end once the writer's jobs are
+        // done; whichever connection closes last checkpoints the WAL into the file, so a
+        // reopen sees everything.
         self.readers = None;
         self.writer = None;
         for thread in self.threads.drain(..) {

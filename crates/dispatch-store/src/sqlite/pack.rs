@@ -4,11 +4,13 @@
 //!
 //! A body is `HEADER "\n" TEXT`, deflated (a BLOB), or left as it is (TEXT: rows migrated from
 //! before migration 10). `TEXT` is the documents (each one JSON text) joined without a
-//! separator, minus the JSON string literals of their large texts. `HEADER` is
-//! `LEN,LEN,…;AT:HASH,AT:HASH,…`: each document's length once restored, then where in `TEXT`
-//! each cut literal stood and the hex BLAKE3 hash of the blob holding its text. Restoring puts
-//! back the literal `serde_json` writes for that text, the very bytes that were cut, so the
-//! documents come back byte for byte.
+//! separator, minus their large texts as JSON writes them inside a string (escaped, without
+//! the quotes). `HEADER` is `LEN,LEN,…;AT:HASH,AT:HASH,…`: each document's length once
+//! restored, then where in `TEXT` each cut stood and the hex BLAKE3 hash of the blob holding
+//! its text. Restoring puts back what `serde_json` writes for that text, the very bytes that
+//! were cut, so the documents come back byte for byte. JSON escapes each character on its own,
+//! so a result's escaped text is also inside the escaped `[tool] result` a message carries:
+//! the dedupe entry, the transcript and the event share one blob.
 //!
 //! Cutting by position, never by a marker inside the text, means no text (a tool result is
 //! hostile input) can pose as a reference.
@@ -59,16 +61,25 @@ impl Blobs {
         for (doc, large) in docs {
             push_number(&mut lens, doc.len());
             let mut found: Vec<(usize, usize, &str)> = Vec::new();
+            // The texts mostly come in document order: looking from the end of the last cut
+            // first keeps a row of many large results linear rather than quadratic.
+            let mut from = 0;
             for inner in large.into_iter().filter(|t| t.len() >= BLOB_MIN) {
-                let literal = json_literal(inner)?;
+                let escaped = json_escaped(inner)?;
                 // Any occurrence will do: putting the same bytes back where they were cut
                 // restores the document whichever one it is.
-                let Some(at) = doc.find(&literal) else {
+                let Some(at) = doc
+                    .get(from..)
+                    .and_then(|rest| rest.find(escaped.as_str()))
+                    .map(|at| at + from)
+                    .or_else(|| doc.find(escaped.as_str()))
+                else {
                     continue;
                 };
-                let end = at + literal.len();
+                let end = at + escaped.len();
                 if found.iter().all(|&(a, e, _)| end <= a || at >= e) {
                     found.push((at, end, inner));
+                    from = end;
                 }
             }
             found.sort_unstable_by_key(|&(at, _, _)| at);
@@ -126,7 +137,7 @@ pub(super) fn unpack(
         restored.push_str(before);
         let inner = String::from_utf8(inflate(&blob(&hash)?)?)
             .map_err(|_| corrupt("a blob is not UTF-8"))?;
-        restored.push_str(&json_literal(&inner)?);
+        restored.push_str(&json_escaped(&inner)?);
         kept = at;
     }
     restored.push_str(
@@ -154,9 +165,12 @@ pub(super) fn unpack(
 pub(super) fn inflate(deflated: &[u8]) -> Result<Vec<u8>, JobError> {
     let mut plain = Vec::new();
     DeflateDecoder::new(deflated)
-        .take(INFLATED_MAX)
+        .take(INFLATED_MAX + 1)
         .read_to_end(&mut plain)
         .map_err(|e| corrupt(&format!("cannot inflate a stored body: {e}")))?;
+    if u64::try_from(plain.len()).unwrap_or(u64::MAX) > INFLATED_MAX {
+        return Err(corrupt("a stored body inflates past 1 GiB"));
+    }
     Ok(plain)
 }
 
@@ -187,8 +201,13 @@ fn deflate(plain: &[u8]) -> Result<Vec<u8>, JobError> {
     })
 }
 
-fn json_literal(text: &str) -> Result<String, JobError> {
-    serde_json::to_string(text).map_err(|e| JobError::Rejected(format!("cannot encode JSON: {e}")))
+/// `text` as JSON writes it inside a string: escaped, without the quotes.
+fn json_escaped(text: &str) -> Result<String, JobError> {
+    let mut literal = serde_json::to_string(text)
+        .map_err(|e| JobError::Rejected(format!("cannot encode JSON: {e}")))?;
+    literal.pop();
+    literal.remove(0);
+    Ok(literal)
 }
 
 fn push_number(out: &mut String, n: usize) {
@@ -275,6 +294,19 @@ mod tests {
             "the body keeps references, not the text: {} bytes",
             body.len()
         );
+    }
+
+    #[test]
+    fn a_message_that_carries_a_result_after_a_prefix_shares_its_blob() {
+        let result = "\"quoted\" é\n".repeat(200);
+        let message = serde_json::json!({"content": format!("[read_files] {result}")}).to_string();
+        let event = serde_json::json!({"result": format!("[read_files] {result}")}).to_string();
+        let (docs, blobs, _) = round_trip(vec![
+            (message.as_str(), vec![result.as_str()]),
+            (event.as_str(), vec![result.as_str()]),
+        ]);
+        assert_eq!(docs, vec![message, event]);
+        assert_eq!(blobs.new.len(), 1);
     }
 
     #[test]

@@ -241,9 +241,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
             'message', json(message))) AS body
         FROM transcript));
 
+    -- columnsize = 0: the per-row token counts only serve ranking (bm25), and a search
+    -- returns the newest matches, not the best ranked.
     DROP TABLE transcript_fts;
     CREATE VIRTUAL TABLE transcript_fts USING fts5(
-        body, content = '', tokenize = "unicode61 remove_diacritics 0 tokenchars '_'"
+        body, content = '', columnsize = 0,
+        tokenize = "unicode61 remove_diacritics 0 tokenchars '_'"
     );
     INSERT INTO transcript_fts (rowid, body)
     SELECT seq * 1024, CASE json_extract(message, '$.role')
@@ -257,8 +260,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
 
     -- Runs get an integer id, which their dedupe entries and path touches are keyed by
     -- instead of repeating the session and run names in every row.
+    -- AUTOINCREMENT: an id is never handed out again, so a new run can never meet entries
+    -- left under the id of one that was deleted.
     CREATE TABLE runs_by_id (
-        id             INTEGER PRIMARY KEY,
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
         session        TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
         run            TEXT NOT NULL,
         rounds         INTEGER NOT NULL,
@@ -315,8 +320,11 @@ pub(super) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // NORMAL is durable in WAL mode except for the last commits before a power loss.
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    // Checkpoints run on a reader thread (mod.rs `after_commit`), not inside a commit.
+    // Checkpoints run on a reader thread (mod.rs `AfterCommit`), not inside a commit. They
+    // start when the -wal file reaches CHECKPOINT_AT; a WAL that is reused after a checkpoint
+    // is cut back to half that, so the file's size keeps saying how much is new.
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    conn.pragma_update(None, "journal_size_limit", 2 * 1024 * 1024)?;
     // Each round of a group commit runs in a savepoint, whose undo journal would otherwise
     // spill to a temporary file; it is only needed while the transaction is open.
     conn.pragma_update(None, "temp_store", "MEMORY")?;

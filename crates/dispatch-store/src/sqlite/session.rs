@@ -101,7 +101,7 @@ pub(super) fn encode(record: RoundRecord, now_ms: i64) -> Result<EncodedRound, J
             key: key_value(&entry.key),
             // After every slot of rows migrated from before (their old rowids), in round
             // order, then call order.
-            slot: (1_i64 << 40) + (round << 12) + i64::try_from(i).unwrap_or(0xfff).min(0xfff),
+            slot: (1_i64 << 40) + (round << 16) + i64::try_from(i).unwrap_or(0xffff).min(0xffff),
             tool: entry.tool.clone(),
             result,
             images: (!entry.images.is_empty())
@@ -114,6 +114,15 @@ pub(super) fn encode(record: RoundRecord, now_ms: i64) -> Result<EncodedRound, J
         });
     }
 
+    // A large result is in the round's transcript and events as well: cut out first, it takes
+    // the dedupe entry's blob instead of a second one for `[tool] result`.
+    let shared: Vec<&str> = record
+        .dedupe_put
+        .iter()
+        .map(|entry| entry.result.as_str())
+        .filter(|result| result.len() >= pack::BLOB_MIN)
+        .collect();
+
     let mut transcript = Vec::new();
     let mut rest = record.transcript.as_slice();
     while let Some(first) = rest.first() {
@@ -124,7 +133,7 @@ pub(super) fn encode(record: RoundRecord, now_ms: i64) -> Result<EncodedRound, J
             .count();
         let (row, later) = rest.split_at(same_run);
         rest = later;
-        let mut large = Vec::new();
+        let mut large = shared.clone();
         let mut calls = 0;
         for entry in row {
             match &entry.message {
@@ -165,10 +174,13 @@ pub(super) fn encode(record: RoundRecord, now_ms: i64) -> Result<EncodedRound, J
                 (event.to_json(), large)
             })
             .collect();
-        let body = blobs
-            .pack(docs.iter().map(|(json, large)| {
-                (json.as_str(), large.iter().map(String::as_str).collect())
-            }))?;
+        let body = blobs.pack(docs.iter().map(|(json, large)| {
+            let texts = shared
+                .iter()
+                .copied()
+                .chain(large.iter().map(String::as_str));
+            (json.as_str(), texts.collect())
+        }))?;
         Some((i64::try_from(record.events.len()).unwrap_or(i64::MAX), body))
     };
 
@@ -414,14 +426,19 @@ pub(super) fn index_transcript(
         let per_row = i64::try_from(MESSAGES_PER_ROW).unwrap_or(1024);
         while let Some(row) = rows.next()? {
             let id: i64 = row.get(0)?;
-            for (i, entry) in transcript_row(&tx, row.get_ref(1)?)?.iter().enumerate() {
+            last = id;
+            indexed += 1;
+            // A row that cannot be read is left out of the index (reading it reports the
+            // corruption) rather than stopping every later row from being indexed.
+            let Ok(entries) = transcript_row(&tx, row.get_ref(1)?) else {
+                continue;
+            };
+            for (i, entry) in entries.iter().enumerate() {
                 let text = crate::chat::searchable_text(&entry.message);
                 if !text.is_empty() {
                     insert.execute(params![id * per_row + i64::try_from(i).unwrap_or(0), text])?;
                 }
             }
-            last = id;
-            indexed += 1;
         }
     }
     if last != done {

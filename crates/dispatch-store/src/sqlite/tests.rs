@@ -592,10 +592,13 @@ async fn a_large_result_is_written_once_per_call() {
             char::from(b"0123456789abcdef"[usize::try_from(state % 16).unwrap()])
         })
         .collect();
+    // As the engine writes them: the message and the event carry `[tool] result`, the dedupe
+    // entry the bare result.
+    let shown = format!("[read_files] {large}");
     let mut record = round("s1", "r1", 1);
-    record.transcript = vec![message("r1", 1, &large)];
+    record.transcript = vec![message("r1", 1, &shown)];
     record.events = vec![std::sync::Arc::new(ResultEvent {
-        result: large.clone(),
+        result: shown.clone(),
     })];
     record.dedupe_put = vec![entry("k1", &large, crate::Validity::Always)];
     store.commit_round(record).await.unwrap();
@@ -605,12 +608,12 @@ async fn a_large_result_is_written_once_per_call() {
     let transcript = store.transcript("s1", None).await.unwrap();
     assert!(matches!(
         &transcript[0].message,
-        crate::TranscriptMessage::Tool { content, .. } if *content == large
+        crate::TranscriptMessage::Tool { content, .. } if *content == shown
     ));
     let events = store.events("s1", 0).await.unwrap();
     assert_eq!(
         events[0].1,
-        json!({"type": "ToolResult", "result": large}).to_string()
+        json!({"type": "ToolResult", "result": shown}).to_string()
     );
 
     drop(store);
@@ -685,4 +688,48 @@ async fn gc_drops_the_path_touches_of_the_runs_it_prunes() {
         .unwrap();
     assert_eq!(report.runs_pruned, Some(1));
     assert_eq!(touches(&path), 2, "the recent run keeps its touches");
+}
+
+/// A transcript row that cannot be read is left out of the search index; the rows after it
+/// are still indexed and found, and reading the damaged run reports the corruption.
+#[tokio::test]
+async fn a_damaged_transcript_row_does_not_stop_search() {
+    use crate::ChatHistory;
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store
+        .commit_round(tagged_round("s1", "r1", 1, "alpha"))
+        .await
+        .unwrap();
+    store
+        .commit_round(tagged_round("s1", "r2", 1, "bravo"))
+        .await
+        .unwrap();
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE transcript_log SET body = X'00' WHERE run = 'r1'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(
+        store
+            .chat_search("s1", "bravo", None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .chat_search("s1", "alpha", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        store.transcript("s1", Some("r1")).await,
+        Err(StoreError::Corrupt(_))
+    ));
 }
