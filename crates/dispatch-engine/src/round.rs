@@ -212,19 +212,29 @@ impl Engine {
                 keys.push(hex);
             }
         }
-        let (session, run) = self.store.load_keys(&req.session, &req.run, &keys).await?;
-        // Rounds of a session run one at a time, so anything still open here was begun by a
-        // round that never committed.
-        let interrupted = self.store.journal_open(&req.session).await?;
-        // Fail closed: a round that cannot learn the secrets could not keep them out.
-        let redactor = match &self.secrets {
-            Some(store) => self
-                .redaction
-                .redactor(store.as_ref())
-                .await
-                .map_err(|e| EngineError::Secrets(e.to_string()))?,
-            None => Redactor::default(),
+        // The three reads are independent: a store that serves reads in parallel (SQLite's
+        // reader threads, Redis) answers them in the time of one.
+        let redactor = async {
+            // Fail closed: a round that cannot learn the secrets could not keep them out.
+            match &self.secrets {
+                Some(store) => self
+                    .redaction
+                    .redactor(store.as_ref())
+                    .await
+                    .map_err(|e| EngineError::Secrets(e.to_string())),
+                None => Ok(Redactor::default()),
+            }
         };
+        // Rounds of a session run one at a time, so a journal entry still open here was begun
+        // by a round that never committed.
+        let (loaded, interrupted, redactor) = tokio::join!(
+            self.store.load_keys(&req.session, &req.run, &keys),
+            self.store.journal_open(&req.session),
+            redactor,
+        );
+        let (session, run) = loaded?;
+        let interrupted = interrupted?;
+        let redactor = redactor?;
         let tool_secrets = self
             .secrets
             .clone()
