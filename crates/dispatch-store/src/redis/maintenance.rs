@@ -34,7 +34,7 @@ fn count(n: usize) -> u64 {
 }
 
 impl RedisStore {
-    /// Every key of kind `kind` (see the key table in redis.rs), in batches passed to `each`.
+    /// Every key of kind `kind` (see the key table in redis/mod.rs), in batches passed to `each`.
     async fn scan_kind(
         &self,
         conn: &mut ConnectionManager,

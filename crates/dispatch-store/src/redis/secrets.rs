@@ -1,5 +1,5 @@
 //! Secrets in Redis: one hash field per name holding hex of `nonce ‖ ciphertext`. The key
-//! stays in a local file (see "Secrets" in redis.rs): Redis alone reveals no value.
+//! stays in a local file (see "Secrets" in redis/mod.rs): Redis alone reveals no value.
 
 use std::path::PathBuf;
 

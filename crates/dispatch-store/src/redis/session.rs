@@ -438,7 +438,7 @@ impl SessionStore for RedisStore {
         }
         counted(&mut args, puts.into_iter());
         counted(&mut args, record.dedupe_drop.iter().cloned());
-        // Each entry carries its commit time for chat history (redis_chat.rs); readers that
+        // Each entry carries its commit time for chat history (redis/chat.rs); readers that
         // want only the entry ignore the extra field.
         let now = self.clock.now_ms();
         let transcript = record
