@@ -334,17 +334,8 @@ impl SessionStore for RedisStore {
             pipe.cmd("HMGET").arg(keys.dedupe(session, run)).arg(wanted);
         }
         let (header, texts): (Header, Vec<Option<String>>) = if wanted.is_empty() {
-            let (todos, marked, run_fields): (
-                Option<String>,
-                Vec<String>,
-                (
-                    Option<String>,
-                    Option<String>,
-                    Option<String>,
-                    Option<String>,
-                ),
-            ) = pipe.query_async(&mut conn).await.map_err(backend(op()))?;
-            ((todos, marked, run_fields), Vec::new())
+            let header: Header = pipe.query_async(&mut conn).await.map_err(backend(op()))?;
+            (header, Vec::new())
         } else {
             let (todos, marked, run_fields, texts) =
                 pipe.query_async(&mut conn).await.map_err(backend(op()))?;

@@ -47,7 +47,7 @@ impl ChatHistory for SqliteStore {
         self.run(
             format!("search the chat history of {session}"),
             move |conn| {
-                index_transcript(conn, None)?;
+                index_transcript(conn)?;
                 let since = to_i64(since_ms.unwrap_or(0), "time")?;
                 let per_row = i64::try_from(MESSAGES_PER_ROW).unwrap_or(1024);
                 let mut stmt = conn.prepare_cached(

@@ -234,7 +234,7 @@ impl AfterCommit {
         // Failures here lose nothing: the index catches up next time (or before a search),
         // and the WAL is checkpointed next time (or when the last connection closes).
         if session::unindexed_rows(conn).is_ok_and(|lag| lag >= FTS_LAG) {
-            let _ = session::index_transcript(conn, None);
+            let _ = session::index_transcript(conn);
         }
         let grown = std::fs::metadata(&self.wal).is_ok_and(|m| m.len() >= CHECKPOINT_AT);
         if grown && !self.checkpointing.swap(true, Ordering::AcqRel) {

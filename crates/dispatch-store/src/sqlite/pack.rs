@@ -313,9 +313,17 @@ mod tests {
     fn a_text_that_mimics_a_reference_is_kept_as_text() {
         // Nothing inside a text is read as a reference: cuts are positions in the header.
         let sneaky = format!("0:{};\n{}", hex(&[7u8; 32]), "x".repeat(BLOB_MIN));
-        let doc = serde_json::json!({"result": sneaky}).to_string();
-        let (docs, _, _) = round_trip(vec![(doc.as_str(), vec![])]);
+        let real = "y".repeat(BLOB_MIN);
+        let doc = serde_json::json!({"result": sneaky, "other": real}).to_string();
+        // With a real cut in the same body, and the text left in place (not a candidate).
+        let (docs, blobs, _) = round_trip(vec![(doc.as_str(), vec![real.as_str()])]);
+        assert_eq!(docs, vec![doc.clone()]);
+        assert_eq!(blobs.new.len(), 1, "only the real text became a blob");
+        // Cut out into a blob of its own, it comes back as the same text too.
+        let (docs, blobs, _) =
+            round_trip(vec![(doc.as_str(), vec![sneaky.as_str(), real.as_str()])]);
         assert_eq!(docs, vec![doc]);
+        assert_eq!(blobs.new.len(), 2);
     }
 
     #[test]

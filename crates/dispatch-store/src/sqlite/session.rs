@@ -219,17 +219,11 @@ pub(super) fn encode(record: RoundRecord, now_ms: i64) -> Result<EncodedRound, J
 pub(super) fn apply_round(tx: &Connection, r: &EncodedRound) -> Result<Committed, JobError> {
     let (session, run) = (r.session.as_str(), r.run.as_str());
 
-    if r.marked.is_empty() {
-        tx.prepare_cached(
-            "INSERT INTO sessions (id, marked, todos, created_ms, updated_ms)
-             VALUES (?1, '[]', COALESCE(?2, '[]'), ?3, ?3)
-             ON CONFLICT (id) DO UPDATE SET
-                 todos = COALESCE(?2, todos),
-                 updated_ms = excluded.updated_ms",
-        )?
-        .execute(params![session, r.todos, r.now_ms])?;
+    // The marked set only grows, so merge with what is stored rather than overwrite it; a
+    // round that marked nothing leaves the stored set as it is (NULL below).
+    let marked = if r.marked.is_empty() {
+        None
     } else {
-        // The marked set only grows, so merge with what is stored rather than overwrite it.
         let stored: Option<String> = tx
             .prepare_cached("SELECT marked FROM sessions WHERE id = ?1")?
             .query_row(params![session], |row| row.get(0))
@@ -239,16 +233,17 @@ pub(super) fn apply_round(tx: &Connection, r: &EncodedRound) -> Result<Committed
             None => BTreeSet::new(),
         };
         marked.extend(r.marked.iter().cloned());
-        tx.prepare_cached(
-            "INSERT INTO sessions (id, marked, todos, created_ms, updated_ms)
-             VALUES (?1, ?2, COALESCE(?3, '[]'), ?4, ?4)
-             ON CONFLICT (id) DO UPDATE SET
-                 marked = excluded.marked,
-                 todos = COALESCE(?3, todos),
-                 updated_ms = excluded.updated_ms",
-        )?
-        .execute(params![session, to_json(&marked)?, r.todos, r.now_ms])?;
-    }
+        Some(to_json(&marked)?)
+    };
+    tx.prepare_cached(
+        "INSERT INTO sessions (id, marked, todos, created_ms, updated_ms)
+         VALUES (?1, COALESCE(?2, '[]'), COALESCE(?3, '[]'), ?4, ?4)
+         ON CONFLICT (id) DO UPDATE SET
+             marked = COALESCE(?2, marked),
+             todos = COALESCE(?3, todos),
+             updated_ms = excluded.updated_ms",
+    )?
+    .execute(params![session, marked, r.todos, r.now_ms])?;
 
     let run_id: i64 = tx
         .prepare_cached(
@@ -403,31 +398,23 @@ pub(super) fn transcript_row(
     from_json(doc, "transcript messages")
 }
 
-/// Index the transcript rows not yet in the full-text index, at most `limit` of them (all
-/// with `None`), in one transaction; how many rows it indexed.
-pub(super) fn index_transcript(
-    conn: &mut Connection,
-    limit: Option<usize>,
-) -> Result<usize, JobError> {
+/// Index the transcript rows not yet in the full-text index, in one transaction.
+pub(super) fn index_transcript(conn: &mut Connection) -> Result<(), JobError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let done: i64 = tx.query_row("SELECT fts_done FROM counters WHERE id = 1", [], |row| {
         row.get(0)
     })?;
-    let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-    let mut indexed = 0;
     let mut last = done;
     {
-        let mut rows = tx.prepare_cached(
-            "SELECT id, body FROM transcript_log WHERE id > ?1 ORDER BY id LIMIT ?2",
-        )?;
-        let mut rows = rows.query(params![done, limit])?;
+        let mut rows =
+            tx.prepare_cached("SELECT id, body FROM transcript_log WHERE id > ?1 ORDER BY id")?;
+        let mut rows = rows.query(params![done])?;
         let mut insert =
             tx.prepare_cached("INSERT INTO transcript_fts (rowid, body) VALUES (?1, ?2)")?;
         let per_row = i64::try_from(MESSAGES_PER_ROW).unwrap_or(1024);
         while let Some(row) = rows.next()? {
             let id: i64 = row.get(0)?;
             last = id;
-            indexed += 1;
             // A row that cannot be read is left out of the index (reading it reports the
             // corruption) rather than stopping every later row from being indexed.
             let Ok(entries) = transcript_row(&tx, row.get_ref(1)?) else {
@@ -448,7 +435,7 @@ pub(super) fn index_transcript(
         )?;
     }
     tx.commit()?;
-    Ok(indexed)
+    Ok(())
 }
 
 /// How many transcript rows wait for the full-text index.
