@@ -79,7 +79,7 @@ impl Engine {
                 req.answers.len()
             )));
         }
-        let Some(tool) = self.registry.get(&task.tool).map(|r| r.tool.clone()) else {
+        let Some(tool) = self.registry().get(&task.tool).map(|r| r.tool.clone()) else {
             return Err(EngineError::BadAnswer(format!(
                 "task {} waits on {}, which this dispatcher does not have; answer it where it was asked",
                 task.task_hash, task.tool

@@ -111,7 +111,7 @@ impl RoundCx<'_> {
                     let (status, mut body, images) = self.executed_text(i, slot, &exec.outcome);
                     self.redactor.redact_in_place(&mut body);
                     let images_ref = images.clone();
-                    let spec = self.engine.registry.get(&slot.name).map(|t| t.spec());
+                    let spec = self.registry.get(&slot.name).map(|t| t.spec());
                     let mutates = slot.effect == Effect::Mutates;
                     let remember = spec.is_some_and(|s| s.dedupe);
                     match &exec.outcome {
@@ -407,7 +407,6 @@ impl RoundCx<'_> {
     /// Drop bulky arguments (file contents, patch targets) from the stored assistant message.
     fn elide_arguments(&mut self, index: usize, slot: &Slot, calls: &[RawCall]) {
         let Some(keys) = self
-            .engine
             .registry
             .get(&slot.name)
             .map(|t| t.spec().elide_args)

@@ -106,7 +106,9 @@ fn pending_list(pending: &[String]) -> String {
 
 /// The dispatcher: a registry, a store, a confirmer and the gate policy.
 pub struct Engine {
-    pub(crate) registry: Arc<Registry>,
+    /// The tools, replaced whole when they change (see [`Engine::update_registry`]); each
+    /// round works on the registry it started with.
+    registry: std::sync::RwLock<Arc<Registry>>,
     pub(crate) workdir: Arc<std::path::Path>,
     pub(crate) data_dir: Option<Arc<std::path::Path>>,
     pub(crate) store: Arc<dyn SessionStore>,
@@ -200,7 +202,7 @@ impl Engine {
             protected,
         };
         Ok(Engine {
-            registry: Arc::new(registry),
+            registry: std::sync::RwLock::new(Arc::new(registry)),
             workdir: Arc::from(config.workdir.as_path()),
             data_dir: config.data_dir.as_deref().map(Arc::from),
             store,
@@ -268,8 +270,25 @@ impl Engine {
         }
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+    /// The tools as they are now. A round takes this once at its start, so tools that come or
+    /// go meanwhile change the next round, never one half-way through.
+    pub fn registry(&self) -> Arc<Registry> {
+        match self.registry.read() {
+            Ok(registry) => registry.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Change the tools: `change` edits a copy, which then replaces the registry for every
+    /// round that starts afterwards (an MCP server's tools arrive, change or leave this way).
+    pub fn update_registry(&self, change: impl FnOnce(&mut Registry)) {
+        let mut guard = match self.registry.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut next = Registry::clone(&guard);
+        change(&mut next);
+        *guard = Arc::new(next);
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -281,7 +300,8 @@ impl Engine {
         let Ok(policy) = self.policy.lock() else {
             return Vec::new();
         };
-        let names: Vec<&str> = self.registry.iter().map(|t| t.name()).collect();
+        let registry = self.registry();
+        let names: Vec<&str> = registry.iter().map(|t| t.name()).collect();
         let mut lints = policy.rules.lints().to_vec();
         lints.extend(policy.rules.lint_against_names(&names));
         lints
@@ -303,8 +323,9 @@ impl Engine {
     ) -> Result<(Vec<Value>, String), EngineError> {
         let (snapshot, _) = self.store.load(session, "").await?;
         let exclude = Exclude::new(exclude.iter().cloned());
+        let registry = self.registry();
         let catalog = Catalog {
-            registry: &self.registry,
+            registry: &registry,
             provider,
             exclude: &exclude,
             client_tools,

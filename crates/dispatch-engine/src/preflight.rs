@@ -14,7 +14,7 @@ use crate::deferred::{Catalog, RUN_TOOL, removed_mode_hint, removed_tool_hint, s
 use crate::engine::Engine;
 use crate::events::{EventKind, EventLog};
 use crate::gate::{ConfirmRequest, Permission, Verdict};
-use crate::registry::Registered;
+use crate::registry::{Registered, Registry};
 use crate::round::{RoundCx, RoundRequest, go_duration, normalise_name};
 use crate::rules::remembered_rule;
 use crate::slot::{Slot, SlotState};
@@ -125,6 +125,7 @@ impl RoundCx<'_> {
     pub(crate) async fn preflight(&mut self, calls: &[RawCall]) -> Vec<Slot> {
         let mut preflight = Preflight {
             engine: self.engine,
+            registry: &self.registry,
             req: &self.req,
             log: &self.log,
             exclude: &self.exclude,
@@ -149,6 +150,8 @@ impl RoundCx<'_> {
 /// the model has now seen, and "allow for this turn" when the user grants it.
 struct Preflight<'a> {
     engine: &'a Engine,
+    /// The tools as they were when the round started.
+    registry: &'a Registry,
     req: &'a RoundRequest,
     log: &'a EventLog,
     exclude: &'a Exclude,
@@ -252,7 +255,7 @@ impl<'a> Preflight<'a> {
         }
         let text = if self.exclude.contains(name) {
             format!("tool={name} failed: {name} is not available in this session")
-        } else if self.engine.registry.contains(name) {
+        } else if self.registry.contains(name) {
             format!(
                 "tool={name} failed: {name} is not callable directly. Fetch its schema with find_tools, then call run_tool(name={name}, args=...)."
             )
@@ -315,7 +318,7 @@ impl<'a> Preflight<'a> {
             "[{name}] tool schema below. Re-invoke {target} with the correct arguments — the previous call was made before its schema was fetched."
         );
         if !shown {
-            let (schema, _) = select_output(&self.engine.registry, name, self.exclude);
+            let (schema, _) = select_output(&self.registry, name, self.exclude);
             text.push('\n');
             text.push_str(&schema);
             pass.schema_shown.insert(name.to_string());
@@ -337,8 +340,8 @@ impl<'a> Preflight<'a> {
     /// Step 5: the tool must exist; the message suggests near names, each the way this
     /// provider can call it.
     fn existence(&self, call: &Candidate) -> ControlFlow<Slot, &'a Registered> {
-        let engine: &'a Engine = self.engine;
-        if let Some(entry) = engine.registry.get(&call.name) {
+        let registry: &'a Registry = self.registry;
+        if let Some(entry) = registry.get(&call.name) {
             return ControlFlow::Continue(entry);
         }
         let name = &*call.name;
@@ -351,8 +354,7 @@ impl<'a> Preflight<'a> {
             text.push('.');
         }
         let catalog = self.catalog();
-        let suggestions: Vec<String> = engine
-            .registry
+        let suggestions: Vec<String> = registry
             .did_you_mean(name, self.exclude)
             .into_iter()
             .map(|s| {
@@ -452,7 +454,7 @@ impl<'a> Preflight<'a> {
 
     fn catalog(&self) -> Catalog<'_> {
         Catalog {
-            registry: &self.engine.registry,
+            registry: &self.registry,
             provider: self.req.provider,
             exclude: self.exclude,
             client_tools: &self.req.client_tools,
@@ -484,12 +486,12 @@ impl<'a> Preflight<'a> {
                 format!("{inner} is not available in this session"),
             ));
         }
-        if !self.engine.registry.contains(&inner) {
+        if !self.registry.contains(&inner) {
             let mut reason = format!("not exist: {inner}; look it up with find_tools");
             if let Some(hint) = removed_tool_hint(&inner) {
                 reason.push_str(&format!(" ({hint})"));
             }
-            let suggestions = self.engine.registry.did_you_mean(&inner, self.exclude);
+            let suggestions = self.registry.did_you_mean(&inner, self.exclude);
             if !suggestions.is_empty() {
                 reason.push_str(&format!(". Did you mean: {}?", suggestions.join(", ")));
             }

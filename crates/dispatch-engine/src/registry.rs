@@ -111,10 +111,11 @@ impl Registered {
     }
 }
 
-/// The registry: tools sorted by name.
-#[derive(Default)]
+/// The registry: tools sorted by name. Cloning shares the compiled schemas, so a registry is
+/// copied, changed and swapped in whole when tools come and go (an MCP server's list changed).
+#[derive(Clone, Default)]
 pub struct Registry {
-    tools: BTreeMap<String, Registered>,
+    tools: BTreeMap<String, Arc<Registered>>,
 }
 
 /// Most schema violations listed in one message; more are counted.
@@ -169,17 +170,23 @@ impl Registry {
             .unwrap_or_default();
         self.tools.insert(
             name,
-            Registered {
+            Arc::new(Registered {
                 tool,
                 validator,
                 required,
-            },
+            }),
         );
         Ok(())
     }
 
+    /// Keep only the tools `keep` accepts (an MCP server's tools are dropped this way before
+    /// its new list is registered).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Registered) -> bool) {
+        self.tools.retain(|_, t| keep(t));
+    }
+
     pub fn get(&self, name: &str) -> Option<&Registered> {
-        self.tools.get(name)
+        self.tools.get(name).map(|t| &**t)
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -188,7 +195,7 @@ impl Registry {
 
     /// All tools, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = &Registered> {
-        self.tools.values()
+        self.tools.values().map(|t| &**t)
     }
 
     pub fn len(&self) -> usize {
@@ -207,8 +214,7 @@ impl Registry {
                 continue;
             }
             let found = self
-                .tools
-                .values()
+                .iter()
                 .find(|t| t.name().to_lowercase() == wanted && !exclude.contains(t.name()));
             if let Some(t) = found
                 && !out.iter().any(|o| o.name() == t.name())
@@ -227,8 +233,7 @@ impl Registry {
             return Vec::new();
         }
         let mut scored: Vec<(i64, &Registered)> = self
-            .tools
-            .values()
+            .iter()
             .filter(|t| !exclude.contains(t.name()))
             .filter_map(|t| score(t.spec(), &query, &terms).map(|s| (s, t)))
             .collect();

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::canonical::{DedupeKey, KeyMap};
 use crate::deferred::ClientTool;
 use crate::engine::{Engine, EngineError};
+use crate::registry::Registry;
 use crate::events::{Event, EventKind, EventLog, EventSink};
 use crate::redact::{Redactor, ToolSecrets};
 use crate::slot::{Slot, SlotResult, SlotState};
@@ -113,6 +114,8 @@ impl RoundOutcome {
 /// State shared by the three passes of one round.
 pub(crate) struct RoundCx<'e> {
     pub engine: &'e Engine,
+    /// The tools as they were when the round started.
+    pub registry: Arc<Registry>,
     pub req: RoundRequest,
     pub session_id: Arc<str>,
     pub run_id: Arc<str>,
@@ -257,6 +260,7 @@ impl Engine {
         let exclude = Arc::new(Exclude::new(req.exclude.iter().cloned()));
         let mut cx = RoundCx {
             engine: self,
+            registry: self.registry(),
             session_id: Arc::from(req.session.as_str()),
             run_id: Arc::from(req.run.as_str()),
             req,

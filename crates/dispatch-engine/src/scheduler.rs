@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
+use crate::registry::Registry;
 use crate::events::{EventKind, EventLog};
 use crate::redact::ToolSecrets;
 use crate::round::{RoundCx, go_duration, now_unix_ms};
@@ -60,6 +61,7 @@ impl RoundCx<'_> {
     fn scheduler(&mut self) -> Scheduler<'_> {
         Scheduler {
             engine: self.engine,
+            registry: &self.registry,
             session: &self.req.session,
             run: &self.req.run,
             round: self.record.round,
@@ -78,6 +80,7 @@ impl RoundCx<'_> {
 /// round's cancellation, and the journal that keeps a mutating call from running twice.
 struct Scheduler<'a> {
     engine: &'a Engine,
+    registry: &'a Arc<Registry>,
     session: &'a str,
     run: &'a str,
     round: u64,
@@ -159,7 +162,7 @@ impl Scheduler<'_> {
             call_id: slot.id.clone(),
             workdir: engine.workdir.clone(),
             data_dir: engine.data_dir.clone(),
-            registry: engine.registry.clone(),
+            registry: self.registry.clone(),
             exclude: Arc::<Exclude>::clone(self.exclude),
             progress: Progress {
                 log: self.log.clone(),

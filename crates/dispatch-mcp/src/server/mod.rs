@@ -1,0 +1,1 @@
+//! tooldispatch as an MCP server.

@@ -1,0 +1,1 @@
+//! MCP servers from the registries as tooldispatch tools.

@@ -1,0 +1,1 @@
+//! tooldispatch as an MCP server, driven by the official Python and TypeScript SDK clients.
