@@ -93,7 +93,8 @@ fn array_names(array: &[Value]) -> Vec<String> {
 
 /// One OpenAI tools-array entry for a registered tool.
 fn openai_decl(fx: &Fixture, name: &str) -> Value {
-    let spec = fx.engine.registry().get(name).expect("registered").spec();
+    let registry = fx.engine.registry();
+    let spec = registry.get(name).expect("registered").spec();
     json!({"type": "function", "function": {
         "name": spec.name, "description": spec.description, "parameters": spec.parameters}})
 }
