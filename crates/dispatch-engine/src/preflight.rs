@@ -276,7 +276,6 @@ impl<'a> Preflight<'a> {
         };
         call.key = Some(key);
         let dedupes = self
-            .engine
             .registry
             .get(&call.name)
             .is_none_or(|t| t.spec().dedupe);

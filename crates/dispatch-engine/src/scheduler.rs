@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::registry::Registry;
 use crate::events::{EventKind, EventLog};
 use crate::redact::ToolSecrets;
+use crate::registry::Registry;
 use crate::round::{RoundCx, go_duration, now_unix_ms};
 use crate::slot::{Execution, Failure, Slot, SlotState};
 use crate::spec::{Effect, ToolSpec};

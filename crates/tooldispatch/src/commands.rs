@@ -42,14 +42,14 @@ pub async fn round(args: RoundArgs) -> Result<(), CliError> {
             text
         }
     };
-    let engine = setup::engine(&args.common, None)?;
+    let engine = setup::engine(&args.common, None).await?;
     let outcome = dispatch(&engine, &args.common, &args.session, &args.run, &input).await?;
     print_outcome(&outcome, args.common.provider, args.report);
     Ok(())
 }
 
 pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
-    let engine = setup::engine(&args.common, None)?;
+    let engine = setup::engine(&args.common, None).await?;
     let clients = client_tools(&args.common)?;
     let (tools, turn_context) = engine
         .tools(
@@ -68,7 +68,7 @@ pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::input(format!("cannot read {}: {e}", args.file.display())))?;
     // A replay is reproducible by default: it keeps its state in memory unless --store says otherwise.
-    let engine = setup::engine(&args.common, Some("memory:"))?;
+    let engine = setup::engine(&args.common, Some("memory:")).await?;
     let mut run = 1;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -141,7 +141,7 @@ async fn dispatch(
 }
 
 pub async fn answer(args: AnswerArgs) -> Result<(), CliError> {
-    let engine = setup::engine(&args.common, None)?;
+    let engine = setup::engine(&args.common, None).await?;
     let pending = engine
         .pending(&args.session)
         .await

@@ -29,6 +29,14 @@
 //! [server]                                           # tooldispatch serve
 //! cors_origins = ["http://localhost:5173"]           # web pages that may call the API
 //!
+//! [mcp.servers.git]                                 # an MCP server's tools: mcp__git__<tool>
+//! command = "uvx"                                    # stdio: a program (or url = "https://…/mcp")
+//! args = ["mcp-server-git"]
+//! env = { GITHUB_TOKEN = "{{secret:GITHUB_TOKEN}}" } # stdio env; url servers take headers
+//! timeout_s = 60                                     # a call may go this long without progress
+//! trust_annotations = false                          # true: readOnlyHint tools run without asking
+//! sandbox = false                                    # true: the server runs in the command sandbox
+//!
 //! [sandbox]
 //! mode = "auto"     # "off" is DANGEROUS: commands then run unconfined, so a command wrongly
 //!                   # judged read-only can write anywhere the user can and reach the network
@@ -62,6 +70,17 @@ pub struct Config {
     pub server: Server,
     #[serde(default)]
     pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub mcp: McpSection,
+}
+
+/// `[mcp]`: MCP servers whose tools tooldispatch offers as `mcp__<server>__<tool>`.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct McpSection {
+    /// `[mcp.servers.<name>]`, one per server.
+    #[serde(default)]
+    pub servers: std::collections::BTreeMap<String, dispatch_mcp::client::ServerConfig>,
 }
 
 /// `[sandbox]`: the OS sandbox around every command (see `tooldispatch sandbox`).
@@ -193,11 +212,12 @@ fn span_note(text: &str, span: Option<std::ops::Range<usize>>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dispatch_mcp::client::ServerConfig;
 
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n",
+            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
         )
         .unwrap();
         assert_eq!(
@@ -227,6 +247,25 @@ mod tests {
                 },
                 sandbox: SandboxSection {
                     mode: SandboxMode::Off
+                },
+                mcp: McpSection {
+                    servers: [
+                        (
+                            "git".to_string(),
+                            ServerConfig {
+                                timeout_s: 30,
+                                trust_annotations: true,
+                                ..ServerConfig::stdio("uvx", &["mcp-server-git"])
+                            }
+                        ),
+                        ("web".to_string(), {
+                            let mut web = ServerConfig::http("http://127.0.0.1:9/mcp");
+                            web.headers
+                                .insert("Authorization".into(), "Bearer {{secret:T}}".into());
+                            web
+                        }),
+                    ]
+                    .into(),
                 },
             }
         );

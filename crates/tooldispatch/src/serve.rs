@@ -37,6 +37,13 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         }
     };
     let (engine, store) = setup::build(&args.common, None, &config, confirmer)?;
+    let mcp = setup::start_mcp(
+        &config,
+        &engine,
+        store.as_ref(),
+        args.common.store.as_deref(),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .map_err(|e| CliError::failed(format!("cannot listen on {}: {e}", args.addr)))?;
@@ -72,7 +79,19 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let sweeper = dispatch_store::spawn_sweeper(store.clone(), dispatch_store::SWEEP_EVERY, |e| {
         eprintln!("tooldispatch: the cache sweep failed (retried in 10 min): {e}");
     });
-    let daemon = Daemon::new(Arc::new(engine), hub, store);
+    let engine = Arc::new(engine);
+    // An MCP server that restarts, dies or changes its tool list changes the tools of the
+    // rounds that start afterwards.
+    let mcp_watch = mcp.map(|clients| {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            loop {
+                clients.changed().await;
+                engine.update_registry(|registry| clients.register_into(registry));
+            }
+        })
+    });
+    let daemon = Daemon::new(engine, hub, store);
     {
         // The first stdout line is the address, for scripts and tests that bind port 0.
         let mut out = std::io::stdout().lock();
@@ -84,5 +103,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     })
     .await;
     sweeper.abort();
+    if let Some(watch) = mcp_watch {
+        watch.abort();
+    }
     served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
 }

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
+use dispatch_mcp::client::McpClients;
 
 use crate::config::Config;
 use crate::terminal::TerminalConfirmer;
@@ -162,16 +163,82 @@ pub fn store_file(url: &str) -> Option<PathBuf> {
     url.strip_prefix("sqlite:").map(PathBuf::from)
 }
 
-/// Build the engine for a command. `default_store` applies when `--store` is absent (before
-/// the config file's store).
-pub fn engine(common: &Common, default_store: Option<&str>) -> Result<Engine, CliError> {
+/// An engine with the MCP servers its tools come from; the servers stop when it drops.
+pub struct Setup {
+    pub engine: Engine,
+    pub mcp: Option<McpClients>,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+/// Build the engine for a command, with the config file's MCP servers started and their
+/// tools registered. `default_store` applies when `--store` is absent (before the config
+/// file's store).
+pub async fn engine(common: &Common, default_store: Option<&str>) -> Result<Setup, CliError> {
     let config = Config::load(common.config.as_deref())?;
     let confirmer: Arc<dyn Confirmer> = match common.approve {
         Approve::None => Arc::new(Headless),
         Approve::All => Arc::new(ApproveAll),
         Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
     };
-    Ok(build(common, default_store, &config, confirmer)?.0)
+    let (engine, store) = build(common, default_store, &config, confirmer)?;
+    let mcp = start_mcp(
+        &config,
+        &engine,
+        store.as_ref(),
+        common.store.as_deref().or(default_store),
+    )
+    .await?;
+    Ok(Setup { engine, mcp })
+}
+
+/// Start the config file's MCP servers and register their tools with `engine`; `None` when
+/// none is configured. A server that cannot start leaves its tools out and says why on stderr
+/// (and in `tooldispatch mcp list`).
+pub async fn start_mcp(
+    config: &Config,
+    engine: &Engine,
+    secrets: &dyn dispatch_store::Secrets,
+    store_option: Option<&str>,
+) -> Result<Option<McpClients>, CliError> {
+    if config.mcp.servers.is_empty() {
+        return Ok(None);
+    }
+    let mut values = std::collections::HashMap::new();
+    for server in config.mcp.servers.values() {
+        for name in server.secret_names() {
+            if let Ok(Some(value)) = secrets.secret_get(&name).await {
+                values.insert(name, value);
+            }
+        }
+    }
+    let mut servers = Vec::new();
+    for (name, server) in &config.mcp.servers {
+        let filled = server
+            .with_secrets(name, |n| values.get(n).cloned())
+            .map_err(CliError::input)?;
+        servers.push((name.clone(), filled));
+    }
+    let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
+    let sandbox = sandbox_config(config, store_file);
+    let options = dispatch_mcp::client::ClientOptions {
+        workdir: engine.config().workdir.clone(),
+        sandbox: sandbox.sandbox(),
+        hidden: sandbox.hidden.clone(),
+    };
+    let clients = McpClients::start(servers, options).await;
+    engine.update_registry(|registry| clients.register_into(registry));
+    for status in clients.statuses() {
+        if status.state != dispatch_mcp::client::ServerState::Ready {
+            eprintln!("tooldispatch: MCP server {}", status.line());
+        }
+    }
+    Ok(Some(clients))
 }
 
 /// The engine with this confirmer, and the store it uses.

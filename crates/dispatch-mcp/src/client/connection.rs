@@ -1,0 +1,598 @@
+//! One configured MCP server: starting it, the handshake, its tool list, its calls, and
+//! restarting it with back-off when it dies.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dispatch_engine::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+use rmcp::ServiceError;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{ServerConfig, Transport};
+use super::handler::{CurrentCall, Handler, Shared};
+use super::tool::McpTool;
+use super::{ClientOptions, ServerState, ServerStatus, content};
+
+type Service = RunningService<RoleClient, Handler>;
+
+/// Lines of a stdio server's stderr kept to explain why it failed.
+const STDERR_LINES: usize = 12;
+/// The longest wait between two restarts.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A server that ran this long before dying starts the back-off again from one second.
+const STABLE_UPTIME: Duration = Duration::from_secs(60);
+
+pub(crate) struct Connection {
+    pub name: String,
+    pub config: ServerConfig,
+    transport: Result<Transport, String>,
+    options: Arc<ClientOptions>,
+    shared: Arc<Shared>,
+    state: Mutex<State>,
+    /// One call at a time: MCP tools are serial, and what the server sends during a call
+    /// (progress, questions for the user) is then known to belong to it.
+    calls: tokio::sync::Mutex<()>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Told whenever this server's tools change (it started, restarted, died, or said so).
+    changed: Arc<Notify>,
+    stop: CancellationToken,
+    /// This connection, for the tools it makes (they must not keep it alive).
+    me: std::sync::Weak<Connection>,
+}
+
+struct State {
+    phase: ServerState,
+    reason: Option<String>,
+    protocol: Option<String>,
+    tools: Vec<Arc<dyn Tool>>,
+    refused: Vec<String>,
+    service: Option<Arc<Service>>,
+}
+
+impl Connection {
+    pub fn new(
+        name: String,
+        config: ServerConfig,
+        options: Arc<ClientOptions>,
+        changed: Arc<Notify>,
+        stop: CancellationToken,
+    ) -> Arc<Self> {
+        let transport = config.transport(&name);
+        let (phase, reason) = match (&transport, config.enabled) {
+            (Err(reason), _) => (ServerState::Failed, Some(reason.clone())),
+            (Ok(_), false) => (ServerState::Disabled, Some("enabled = false".into())),
+            (Ok(_), true) => (ServerState::Starting, None),
+        };
+        Arc::new_cyclic(|me| Connection {
+            me: me.clone(),
+            name,
+            config,
+            transport,
+            options,
+            shared: Arc::default(),
+            state: Mutex::new(State {
+                phase,
+                reason,
+                protocol: None,
+                tools: Vec::new(),
+                refused: Vec::new(),
+                service: None,
+            }),
+            calls: tokio::sync::Mutex::new(()),
+            stderr: Arc::default(),
+            changed,
+            stop,
+        })
+    }
+
+    /// Whether a supervisor should run (the entry is usable and enabled).
+    pub fn wanted(&self) -> bool {
+        self.transport.is_ok() && self.config.enabled
+    }
+
+    pub fn status(&self) -> ServerStatus {
+        let state = self.lock();
+        ServerStatus {
+            name: self.name.clone(),
+            transport: self.transport.as_ref().map_or("invalid", Transport::kind),
+            state: state.phase,
+            reason: state.reason.clone(),
+            protocol_version: state.protocol.clone(),
+            tools: state.tools.len(),
+            refused: state.refused.clone(),
+        }
+    }
+
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.lock().tools.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep the server running until `stop`: connect, serve, and after a failure wait and
+    /// connect again (1 s, 2 s, 4 s … up to a minute). `first` is told once the first
+    /// attempt has ended either way, so a caller can wait for the start before its first
+    /// round.
+    pub async fn supervise(self: Arc<Self>, first: tokio::sync::oneshot::Sender<()>) {
+        let mut first = Some(first);
+        let mut backoff = Duration::from_secs(1);
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let started = Instant::now();
+            let limit = self.config.startup_timeout();
+            let connected = tokio::select! {
+                () = self.stop.cancelled() => return,
+                r = tokio::time::timeout(limit, self.connect()) => r,
+            };
+            let failure = match connected {
+                Ok(Ok((service, child))) => {
+                    let service = Arc::new(service);
+                    match self.install(&service).await {
+                        Ok(()) => {
+                            attempt = 0;
+                            if let Some(tx) = first.take() {
+                                let _ = tx.send(());
+                            }
+                            let ended = self.watch(&service, child).await;
+                            self.lock().service = None;
+                            if self.stop.is_cancelled() {
+                                return;
+                            }
+                            if started.elapsed() >= STABLE_UPTIME {
+                                backoff = Duration::from_secs(1);
+                            }
+                            ended
+                        }
+                        Err(e) => {
+                            kill(child);
+                            e
+                        }
+                    }
+                }
+                Ok(Err(e)) => e,
+                Err(_) => format!(
+                    "did not finish starting and the MCP handshake within {} s (startup_timeout_s){}",
+                    limit.as_secs(),
+                    self.last_words()
+                ),
+            };
+            {
+                let mut state = self.lock();
+                state.phase = ServerState::Failed;
+                state.tools.clear();
+                state.service = None;
+                state.reason = Some(format!(
+                    "{failure}; trying again in {} s (attempt {})",
+                    backoff.as_secs(),
+                    attempt + 1
+                ));
+            }
+            self.changed.notify_one();
+            if let Some(tx) = first.take() {
+                let _ = tx.send(());
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            self.lock().phase = ServerState::Starting;
+        }
+    }
+
+    /// Start or reach the server and complete the handshake.
+    async fn connect(&self) -> Result<(Service, Option<Child>), String> {
+        let handler = Handler {
+            shared: self.shared.clone(),
+            root_uri: format!("file://{}", self.options.workdir.display()),
+        };
+        // Probe with the newest revision's discovery, fall back to `initialize` for servers
+        // that answer it with "method not found" (2025-11-25 and older).
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        };
+        match self.transport.as_ref().map_err(Clone::clone)? {
+            Transport::Stdio { command, args } => {
+                let mut child = self.spawn(command, args)?;
+                let (Some(stdout), Some(stdin)) =
+                    (child.process.stdout.take(), child.process.stdin.take())
+                else {
+                    return Err("its stdin and stdout could not be connected".into());
+                };
+                match handler
+                    .serve_with_lifecycle((stdout, stdin), lifecycle)
+                    .await
+                {
+                    Ok(service) => Ok((service, Some(child))),
+                    Err(e) => {
+                        let why = self.exit_words(&mut child).await;
+                        kill(Some(child));
+                        Err(format!("the MCP handshake failed: {e}{why}"))
+                    }
+                }
+            }
+            Transport::Http { url } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                let mut custom = HashMap::new();
+                for (name, value) in &self.config.headers {
+                    if name.eq_ignore_ascii_case("authorization")
+                        && let Some(token) = value.strip_prefix("Bearer ")
+                    {
+                        config = config.auth_header(token.to_string());
+                        continue;
+                    }
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| format!("header {name:?} is not a valid header name: {e}"))?;
+                    let value = http::HeaderValue::try_from(value.as_str()).map_err(|e| {
+                        format!("header {name} has a value that cannot be sent: {e}")
+                    })?;
+                    custom.insert(name, value);
+                }
+                let transport =
+                    StreamableHttpClientTransport::from_config(config.custom_headers(custom));
+                let service = handler
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(|e| {
+                        format!("cannot reach {url} or complete the MCP handshake: {e}")
+                    })?;
+                Ok((service, None))
+            }
+        }
+    }
+
+    /// Start a stdio server: a small default environment plus its own `env` (tooldispatch's
+    /// own variables, API keys included, are not passed on), in the sandbox when asked.
+    fn spawn(&self, command: &str, args: &[String]) -> Result<Child, String> {
+        let cwd = match &self.config.cwd {
+            Some(dir) => self.options.workdir.join(dir),
+            None => self.options.workdir.clone(),
+        };
+        let mut cgroup = None;
+        let mut cmd = if self.config.sandbox {
+            let program =
+                find_program(command).ok_or_else(|| format!("{command} is not found on PATH"))?;
+            let mut policy = dispatch_sandbox::Policy::new(
+                dispatch_sandbox::Level::Workspace,
+                &self.options.workdir,
+            );
+            policy.network = self.config.network;
+            policy.hidden.extend(self.options.hidden.iter().cloned());
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            let wrapped = self
+                .options
+                .sandbox
+                .wrap(&policy, &program, &args, &cwd)
+                .map_err(|e| format!("cannot start it in the sandbox (sandbox = true): {e}"))?;
+            cgroup = wrapped.cgroup;
+            let mut cmd = tokio::process::Command::new(&wrapped.program);
+            cmd.args(&wrapped.args);
+            cmd
+        } else {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args);
+            cmd
+        };
+        cmd.current_dir(&cwd)
+            .env_clear()
+            .envs(default_env())
+            .envs(&self.config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut process = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {command}: {e}"))?;
+        if let Some(stderr) = process.stderr.take() {
+            let kept = self.stderr.clone();
+            if let Ok(mut lines) = kept.lock() {
+                lines.clear();
+            }
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Ok(mut kept) = kept.lock() {
+                        if kept.len() == STDERR_LINES {
+                            kept.pop_front();
+                        }
+                        kept.push_back(line.chars().take(300).collect());
+                    }
+                }
+            });
+        }
+        Ok(Child {
+            process,
+            _cgroup: cgroup,
+        })
+    }
+
+    /// List the server's tools and make them ours; a tool whose name or schema cannot be
+    /// used is refused with the reason, the rest are kept.
+    async fn install(&self, service: &Arc<Service>) -> Result<(), String> {
+        let protocol = service
+            .peer()
+            .peer_info()
+            .map(|info| info.protocol_version.to_string());
+        let listed = tokio::time::timeout(
+            self.config.startup_timeout(),
+            service.peer().list_all_tools(),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "did not answer tools/list within {} s",
+                self.config.startup_timeout().as_secs()
+            )
+        })?
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+        let mut scratch = Registry::empty();
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut refused = Vec::new();
+        for remote in listed {
+            let remote = serde_json::to_value(&remote).unwrap_or(Value::Null);
+            match McpTool::new(&self.name, &self.config, &remote, self.me.clone()) {
+                Ok(tool) => {
+                    let tool: Arc<dyn Tool> = Arc::new(tool);
+                    match scratch.register(tool.clone()) {
+                        Ok(()) => tools.push(tool),
+                        Err(e) => refused.push(e.to_string()),
+                    }
+                }
+                Err(reason) => refused.push(reason),
+            }
+        }
+        let mut state = self.lock();
+        state.phase = ServerState::Ready;
+        state.reason = None;
+        state.protocol = protocol;
+        state.tools = tools;
+        state.refused = refused;
+        state.service = Some(service.clone());
+        drop(state);
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    /// Serve until the server dies or we stop; refresh the tools when it says they changed.
+    /// Returns why it ended.
+    async fn watch(&self, service: &Arc<Service>, mut child: Option<Child>) -> String {
+        let listener = self.listen_for_changes(service).await;
+        let ended = self.serve(service, &mut child).await;
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+        kill(child);
+        ended
+    }
+
+    /// From 2026-07-28 on, a server sends `notifications/tools/list_changed` only on a
+    /// subscription the client opened; older revisions send it unasked (to the handler).
+    async fn listen_for_changes(
+        &self,
+        service: &Arc<Service>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let version = service.peer().peer_info()?.protocol_version.clone();
+        if version.has_initialize() {
+            return None;
+        }
+        let filter = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .build();
+        let mut subscription = service.peer().listen(filter).await.ok()?;
+        let shared = self.shared.clone();
+        Some(tokio::spawn(async move {
+            // Only tool-list changes were asked for, so every notification is one.
+            while let Ok(Some(_)) = subscription.next().await {
+                shared.list_changed.notify_one();
+            }
+        }))
+    }
+
+    async fn serve(&self, service: &Arc<Service>, child: &mut Option<Child>) -> String {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => {
+                    service.cancellation_token().cancel();
+                    return "stopped".into();
+                }
+                status = wait(child) => {
+                    return format!("it exited ({status}){}", self.last_words());
+                }
+                () = self.shared.list_changed.notified() => {
+                    if let Err(e) = self.install(service).await {
+                        let mut state = self.lock();
+                        state.reason = Some(format!("it said its tools changed, but {e}"));
+                    }
+                }
+                _ = tick.tick() => {
+                    if service.peer().is_transport_closed() {
+                        return format!("it closed the connection{}", self.last_words());
+                    }
+                }
+            }
+        }
+    }
+
+    /// How a failed start ended, in words: the exit status and the last stderr lines.
+    async fn exit_words(&self, child: &mut Child) -> String {
+        let status = tokio::time::timeout(Duration::from_millis(300), child.process.wait()).await;
+        let mut words = match status {
+            Ok(Ok(status)) => format!(" (it exited: {status})"),
+            _ => String::new(),
+        };
+        words.push_str(&self.last_words());
+        words
+    }
+
+    /// `; its last words on stderr: …` when it printed any.
+    fn last_words(&self) -> String {
+        let lines = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
+        let text: Vec<&str> = lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        if text.is_empty() {
+            String::new()
+        } else {
+            let tail = &text[text.len().saturating_sub(3)..];
+            format!("; its last words on stderr: {}", tail.join(" | "))
+        }
+    }
+
+    /// Why calls cannot reach the server right now.
+    fn unavailable(&self) -> String {
+        let state = self.lock();
+        let why = state
+            .reason
+            .clone()
+            .unwrap_or_else(|| "it is starting".into());
+        format!(
+            "the MCP server {} is not available: {why}. Call the tool again once it is back, or use another tool",
+            self.name
+        )
+    }
+
+    /// Run one call of `remote` on the server.
+    pub async fn call(
+        &self,
+        tool: &str,
+        remote: &str,
+        args: Value,
+        cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let service = self.lock().service.clone();
+        let Some(service) = service else {
+            return Err(ToolError::failed(self.unavailable()));
+        };
+        let _one_at_a_time = match self.calls.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                cx.progress.emit(format!(
+                    "waiting: the MCP server {} is running another call\n",
+                    self.name
+                ));
+                self.calls.lock().await
+            }
+        };
+        let _current = CurrentGuard::set(
+            &self.shared,
+            CurrentCall {
+                progress: cx.progress.clone(),
+                user: cx.user.clone(),
+            },
+        );
+        let arguments = match args {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let params = CallToolRequestParams::new(remote.to_string()).with_arguments(arguments);
+        // Dropping this future (a timeout, a cancelled round) sends notifications/cancelled.
+        match service.call_tool(params).await {
+            Ok(result) => content::to_output(&serde_json::to_value(&result).unwrap_or(Value::Null)),
+            Err(ServiceError::TransportClosed) => Err(ToolError::failed(format!(
+                "the MCP server {} stopped while running {tool}{}; it is being restarted, so call the tool again in a few seconds",
+                self.name,
+                self.last_words()
+            ))),
+            Err(ServiceError::McpError(e)) => Err(ToolError::failed(format!(
+                "the MCP server {} refused the call: {} (error {})",
+                self.name, e.message, e.code.0
+            ))),
+            Err(other) => Err(ToolError::failed(format!(
+                "the call to the MCP server {} failed: {other}",
+                self.name
+            ))),
+        }
+    }
+}
+
+/// A started stdio server and the cgroup that limits it.
+pub(crate) struct Child {
+    process: tokio::process::Child,
+    _cgroup: Option<dispatch_sandbox::CgroupGuard>,
+}
+
+async fn wait(child: &mut Option<Child>) -> String {
+    match child {
+        Some(child) => match child.process.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => format!("cannot read its exit status: {e}"),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Kill a stdio server and everything it started (its process group).
+fn kill(child: Option<Child>) {
+    let Some(mut child) = child else { return };
+    if let Some(pid) = child
+        .process
+        .id()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.process.start_kill();
+}
+
+/// The variables a stdio server gets besides its own `env`: enough to find programs, a
+/// home and a locale, and nothing else of ours.
+fn default_env() -> Vec<(String, String)> {
+    [
+        "HOME", "PATH", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TMPDIR", "TZ",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+    .collect()
+}
+
+/// `command` as an absolute path: as given when it has a slash, else found on PATH.
+fn find_program(command: &str) -> Option<PathBuf> {
+    if command.contains('/') {
+        return std::fs::canonicalize(command).ok();
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(command))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Marks a call as the server's current one while it runs.
+struct CurrentGuard<'a> {
+    shared: &'a Shared,
+}
+
+impl<'a> CurrentGuard<'a> {
+    fn set(shared: &'a Shared, call: CurrentCall) -> Self {
+        if let Ok(mut current) = shared.current.lock() {
+            *current = Some(call);
+        }
+        CurrentGuard { shared }
+    }
+}
+
+impl Drop for CurrentGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut current) = self.shared.current.lock() {
+            *current = None;
+        }
+    }
+}

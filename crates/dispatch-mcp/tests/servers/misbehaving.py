@@ -1,0 +1,110 @@
+"""An MCP server (Python SDK, stdio) that misbehaves on purpose, for dispatch-mcp's client tests.
+
+Usage: misbehaving.py [normal|hang|garbage]
+  normal   tools: slow (progress), crash (dies mid-call), ask_color (elicitation),
+           add_tool (changes its tool list), starts (how often it was started)
+  hang     reads stdin and never answers: the handshake never finishes
+  garbage  prints lines that are not JSON-RPC on stdout, then serves like normal
+
+STARTS_FILE (env): a file whose number is raised by one at every start.
+"""
+
+import asyncio
+import os
+import sys
+
+from pydantic import BaseModel
+
+mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
+
+starts_file = os.environ.get("STARTS_FILE")
+if starts_file:
+    try:
+        with open(starts_file) as f:
+            n = int(f.read().strip() or "0")
+    except FileNotFoundError:
+        n = 0
+    with open(starts_file, "w") as f:
+        f.write(str(n + 1))
+
+if mode == "hang":
+    for _ in sys.stdin:
+        pass
+    sys.exit(0)
+
+if mode == "garbage":
+    print("this is not JSON-RPC", flush=True)
+    print("{\"neither\": is this}", flush=True)
+
+from typing import Annotated  # noqa: E402
+
+from mcp.server import MCPServer  # noqa: E402
+from mcp.server.mcpserver import Context, ElicitationResult  # noqa: E402
+from mcp.server.mcpserver.resolve import Elicit, Resolve  # noqa: E402
+
+server = MCPServer("misbehaving")
+
+
+@server.tool()
+async def slow(seconds: float, ctx: Context) -> str:
+    """Sleep for `seconds`, reporting progress four times."""
+    for i in range(4):
+        await ctx.report_progress(i + 1, 4, f"step {i + 1}")
+        await asyncio.sleep(seconds / 4)
+    return f"slept {seconds} s"
+
+
+@server.tool()
+async def crash() -> str:
+    """Die half-way through the call."""
+    await asyncio.sleep(0.3)
+    print("about to crash on purpose", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+class Color(BaseModel):
+    color: str
+
+
+def which_color() -> Elicit[Color]:
+    # A resolver: the SDK asks the client the way the negotiated protocol wants it
+    # (elicitation/create mid-call up to 2025-11-25, an input_required result after).
+    return Elicit("Which colour do you like?", Color)
+
+
+@server.tool()
+async def ask_color(answer: Annotated[ElicitationResult[Color], Resolve(which_color)]) -> str:
+    """Ask the user for a colour."""
+    if answer.action == "accept" and answer.data is not None:
+        return f"the user chose {answer.data.color}"
+    return f"the user answered: {answer.action}"
+
+
+@server.tool()
+async def add_tool(ctx: Context) -> str:
+    """Add a tool named late and tell the client."""
+
+    def late() -> str:
+        """A tool that exists only after add_tool ran."""
+        return "late and present"
+
+    server.add_tool(late)
+    # 2026-07-28: to subscriptions/listen streams; older revisions: a notification on the session.
+    await ctx.notify_tools_changed()
+    try:
+        await ctx.session.send_tool_list_changed()
+    except Exception:  # no back-channel on 2026-07-28
+        pass
+    return "added late"
+
+
+@server.tool()
+def starts() -> str:
+    """How often this server was started."""
+    if not starts_file:
+        return "unknown"
+    with open(starts_file) as f:
+        return f.read().strip()
+
+
+server.run()
