@@ -219,10 +219,11 @@ pub async fn start_mcp(
     }
     let mut servers = Vec::new();
     for (name, server) in &config.mcp.servers {
-        let filled = server
-            .with_secrets(name, |n| values.get(n).cloned())
-            .map_err(CliError::input)?;
-        servers.push((name.clone(), filled));
+        // A missing secret stops that server only: it is listed as failed, with the reason.
+        match server.with_secrets(name, |n| values.get(n).cloned()) {
+            Ok(filled) => servers.push((name.clone(), filled, None)),
+            Err(reason) => servers.push((name.clone(), server.clone(), Some(reason))),
+        }
     }
     let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
     let sandbox = sandbox_config(config, store_file);
@@ -231,7 +232,7 @@ pub async fn start_mcp(
         sandbox: sandbox.sandbox(),
         hidden: sandbox.hidden.clone(),
     };
-    let clients = McpClients::start(servers, options).await;
+    let clients = McpClients::start_checked(servers, options).await;
     engine.update_registry(|registry| clients.register_into(registry));
     for status in clients.statuses() {
         if status.state != dispatch_mcp::client::ServerState::Ready {

@@ -58,14 +58,20 @@ struct State {
 }
 
 impl Connection {
+    /// A connection for this entry; `unusable` says why it must not start when the caller
+    /// already knows.
     pub fn new(
         name: String,
         config: ServerConfig,
+        unusable: Option<String>,
         options: Arc<ClientOptions>,
         changed: Arc<Notify>,
         stop: CancellationToken,
     ) -> Arc<Self> {
-        let transport = config.transport(&name);
+        let transport = match unusable {
+            Some(reason) => Err(reason),
+            None => config.transport(&name),
+        };
         let (phase, reason) = match (&transport, config.enabled) {
             (Err(reason), _) => (ServerState::Failed, Some(reason.clone())),
             (Ok(_), false) => (ServerState::Disabled, Some("enabled = false".into())),
@@ -102,7 +108,11 @@ impl Connection {
         let state = self.lock();
         ServerStatus {
             name: self.name.clone(),
-            transport: self.transport.as_ref().map_or("invalid", Transport::kind),
+            transport: if self.config.url.is_some() {
+                "http"
+            } else {
+                "stdio"
+            },
             state: state.phase,
             reason: state.reason.clone(),
             protocol_version: state.protocol.clone(),
@@ -126,9 +136,7 @@ impl Connection {
     pub async fn supervise(self: Arc<Self>, first: tokio::sync::oneshot::Sender<()>) {
         let mut first = Some(first);
         let mut backoff = Duration::from_secs(1);
-        let mut attempt: u32 = 0;
         loop {
-            attempt += 1;
             let started = Instant::now();
             let limit = self.config.startup_timeout();
             let connected = tokio::select! {
@@ -140,7 +148,6 @@ impl Connection {
                     let service = Arc::new(service);
                     match self.install(&service).await {
                         Ok(()) => {
-                            attempt = 0;
                             if let Some(tx) = first.take() {
                                 let _ = tx.send(());
                             }
@@ -172,11 +179,9 @@ impl Connection {
                 state.phase = ServerState::Failed;
                 state.tools.clear();
                 state.service = None;
-                state.reason = Some(format!(
-                    "{failure}; trying again in {} s (attempt {})",
-                    backoff.as_secs(),
-                    attempt + 1
-                ));
+                // Retried below while the process lives (the daemon); a one-shot command
+                // only needs to know why.
+                state.reason = Some(failure);
             }
             self.changed.notify_one();
             if let Some(tx) = first.take() {
@@ -341,22 +346,11 @@ impl Connection {
             )
         })?
         .map_err(|e| format!("tools/list failed: {e}"))?;
-        let mut scratch = Registry::empty();
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-        let mut refused = Vec::new();
-        for remote in listed {
-            let remote = serde_json::to_value(&remote).unwrap_or(Value::Null);
-            match McpTool::new(&self.name, &self.config, &remote, self.me.clone()) {
-                Ok(tool) => {
-                    let tool: Arc<dyn Tool> = Arc::new(tool);
-                    match scratch.register(tool.clone()) {
-                        Ok(()) => tools.push(tool),
-                        Err(e) => refused.push(e.to_string()),
-                    }
-                }
-                Err(reason) => refused.push(reason),
-            }
-        }
+        let listed: Vec<Value> = listed
+            .iter()
+            .map(|tool| serde_json::to_value(tool).unwrap_or(Value::Null))
+            .collect();
+        let (tools, refused) = adopt(&self.name, &self.config, &listed, &self.me);
         let mut state = self.lock();
         state.phase = ServerState::Ready;
         state.reason = None;
@@ -524,6 +518,34 @@ impl Connection {
     }
 }
 
+/// The listed tools (JSON, as on the wire) as ours, and the ones that cannot be used, each
+/// with the reason: a name or schema the registry refuses, or two tools whose names clash
+/// once made into tool names.
+pub(crate) fn adopt(
+    server: &str,
+    config: &ServerConfig,
+    listed: &[Value],
+    me: &std::sync::Weak<Connection>,
+) -> (Vec<Arc<dyn Tool>>, Vec<String>) {
+    // A scratch registry compiles each schema once and finds duplicate names.
+    let mut scratch = Registry::empty();
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut refused = Vec::new();
+    for remote in listed {
+        match McpTool::new(server, config, remote, me.clone()) {
+            Ok(tool) => {
+                let tool: Arc<dyn Tool> = Arc::new(tool);
+                match scratch.register(tool.clone()) {
+                    Ok(()) => tools.push(tool),
+                    Err(e) => refused.push(e.to_string()),
+                }
+            }
+            Err(reason) => refused.push(reason),
+        }
+    }
+    (tools, refused)
+}
+
 /// A started stdio server and the cgroup that limits it.
 pub(crate) struct Child {
     process: tokio::process::Child,
@@ -594,5 +616,35 @@ impl Drop for CurrentGuard<'_> {
         if let Ok(mut current) = self.shared.current.lock() {
             *current = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_that_cannot_be_used_is_refused_with_the_reason_and_the_rest_kept() {
+        let listed = vec![
+            json!({"name": "good", "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}),
+            json!({"name": "typo", "inputSchema": {"type": "object", "properties": {"a": {"type": "objekt"}}}}),
+            json!({"name": "array_root", "inputSchema": {"type": "array"}}),
+            json!({"name": "good", "inputSchema": {"type": "object"}}),
+            json!({"description": "no name"}),
+        ];
+        let config = ServerConfig::stdio("x", &[]);
+        let (tools, refused) = adopt("srv", &config, &listed, &std::sync::Weak::new());
+        let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
+        assert_eq!(names, vec!["mcp__srv__good"]);
+        assert_eq!(refused.len(), 4, "{refused:?}");
+        assert!(
+            refused[0].contains("mcp__srv__typo") && refused[0].contains("does not compile"),
+            "{}",
+            refused[0]
+        );
+        assert!(refused[1].contains("top level must be"), "{}", refused[1]);
+        assert!(refused[2].contains("already registered"), "{}", refused[2]);
+        assert!(refused[3].contains("without a name"), "{}", refused[3]);
     }
 }

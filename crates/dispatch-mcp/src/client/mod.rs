@@ -120,14 +120,30 @@ impl McpClients {
         servers: impl IntoIterator<Item = (String, ServerConfig)>,
         options: ClientOptions,
     ) -> McpClients {
+        McpClients::start_checked(servers.into_iter().map(|(n, c)| (n, c, None)), options).await
+    }
+
+    /// [`McpClients::start`] for entries the caller may already have found unusable: an entry
+    /// with `Some(reason)` (a secret its env needs is not stored) is listed as failed with the
+    /// reason and never started.
+    pub async fn start_checked(
+        servers: impl IntoIterator<Item = (String, ServerConfig, Option<String>)>,
+        options: ClientOptions,
+    ) -> McpClients {
         let options = Arc::new(options);
         let changed = Arc::new(Notify::new());
         let stop = CancellationToken::new();
         let mut connections = Vec::new();
         let mut started = Vec::new();
-        for (name, config) in servers {
-            let connection =
-                Connection::new(name, config, options.clone(), changed.clone(), stop.clone());
+        for (name, config, unusable) in servers {
+            let connection = Connection::new(
+                name,
+                config,
+                unusable,
+                options.clone(),
+                changed.clone(),
+                stop.clone(),
+            );
             if connection.wanted() {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 tokio::spawn(connection.clone().supervise(tx));

@@ -48,9 +48,17 @@ server = MCPServer("misbehaving")
 @server.tool()
 async def slow(seconds: float, ctx: Context) -> str:
     """Sleep for `seconds`, reporting progress four times."""
-    for i in range(4):
-        await ctx.report_progress(i + 1, 4, f"step {i + 1}")
-        await asyncio.sleep(seconds / 4)
+    try:
+        for i in range(4):
+            await ctx.report_progress(i + 1, 4, f"step {i + 1}")
+            await asyncio.sleep(seconds / 4)
+    except BaseException:
+        # notifications/cancelled arrived: say so where the test can see it (CANCELS_FILE).
+        cancels = os.environ.get("CANCELS_FILE")
+        if cancels:
+            with open(cancels, "a") as f:
+                f.write("slow cancelled\n")
+        raise
     return f"slept {seconds} s"
 
 
@@ -96,6 +104,27 @@ async def add_tool(ctx: Context) -> str:
     except Exception:  # no back-channel on 2026-07-28
         pass
     return "added late"
+
+
+@server.tool()
+def write(path: str, text: str) -> str:
+    """Write `text` to `path`; say what happened."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return "written"
+    except OSError as e:
+        return f"refused: {e.strerror}"
+
+
+@server.tool()
+def read(path: str) -> str:
+    """Read `path`; say what happened."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        return f"refused: {e.strerror}"
 
 
 @server.tool()

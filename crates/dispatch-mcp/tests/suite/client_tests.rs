@@ -748,18 +748,31 @@ async fn a_changed_tool_list_is_picked_up() {
     assert_eq!(h.ok("mcp__odd__late", json!({})).await, "late and present");
 }
 
-/// A call that times out sends notifications/cancelled and leaves the server usable.
+/// A call that times out, and a round cancelled while its call runs (Ctrl-C), send
+/// notifications/cancelled: the server stops the call, and stays usable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timed_out_call_is_cancelled_and_the_server_stays_usable() {
+async fn timed_out_and_cancelled_calls_are_cancelled_on_the_server() {
     if !python_has("mcp") {
         assert!(missing("the Python MCP SDK (pip mcp)"));
         return;
     }
-    let config = ServerConfig {
+    let dir = workdir();
+    let cancels = dir.path().join("cancels");
+    let mut config = ServerConfig {
         timeout_s: 1,
         ..misbehaving("normal")
     };
-    let h = harness(vec![("odd", config)]).await;
+    config
+        .env
+        .insert("CANCELS_FILE".into(), cancels.display().to_string());
+    let h = harness_in(dir, vec![("odd", config)], Arc::new(ApproveAll)).await;
+    let cancelled_calls = || {
+        std::fs::read_to_string(&cancels)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
     // Progress every 2.5 s is slower than the 1 s idle limit.
     let (timed_out, _) = h.call("mcp__odd__slow", json!({"seconds": 10})).await;
     assert_eq!(timed_out.status, Status::TimedOut, "{}", timed_out.content);
@@ -768,8 +781,42 @@ async fn a_timed_out_call_is_cancelled_and_the_server_stays_usable() {
         "{}",
         timed_out.content
     );
-    assert!(h.ok("mcp__odd__starts", json!({})).await.len() > 0);
+    assert!(
+        h.wait_until(Duration::from_secs(5), |_| cancelled_calls() == 1)
+            .await,
+        "the server never heard of the timeout"
+    );
+    assert!(!h.ok("mcp__odd__starts", json!({})).await.is_empty());
+
+    // The round is cancelled half a second into the call.
+    h.round("find_tools", json!({"query": "select:mcp__odd__slow"}))
+        .await;
+    let call = RawCall {
+        id: "cancelled".into(),
+        name: "run_tool".into(),
+        arguments: json!({"name": "mcp__odd__slow", "args": {"seconds": 0.8}}).to_string(),
+    };
+    let request = RoundRequest::new("s", "cancelled-run", Provider::OpenAi, vec![call]);
+    let cancel = request.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancel.cancel();
+    });
+    assert!(
+        h.engine.round(request).await.is_err(),
+        "a cancelled round commits nothing"
+    );
+    assert!(
+        h.wait_until(Duration::from_secs(5), |_| cancelled_calls() == 2)
+            .await,
+        "the server never heard of the cancelled round"
+    );
     assert_eq!(h.state("odd").state, ServerState::Ready);
+    assert!(
+        h.ok("mcp__odd__slow", json!({"seconds": 0.1}))
+            .await
+            .contains("slept")
+    );
 }
 
 /// A Streamable HTTP server (server-everything in its streamableHttp mode).
@@ -817,4 +864,74 @@ async fn a_streamable_http_server() {
             .contains("over http")
     );
     let _ = server.kill().await;
+}
+
+/// A server written against 2025-06-18 alone: the discovery probe falls back to `initialize`,
+/// and that revision is what is spoken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_06_18_server_is_spoken_to_in_its_revision() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/raw_2025_06_18.py");
+    let h = harness(vec![(
+        "old",
+        ServerConfig::stdio("python3", &[script.to_str().unwrap()]),
+    )])
+    .await;
+    let status = h.state("old");
+    assert_eq!(status.state, ServerState::Ready, "{}", status.line());
+    assert_eq!(
+        status.protocol_version.as_deref(),
+        Some("2025-06-18"),
+        "{}",
+        status.line()
+    );
+    assert_eq!(h.ok("mcp__old__add", json!({"a": 19, "b": 23})).await, "42");
+}
+
+/// `sandbox = true`: the server writes in the work directory only and cannot read what the
+/// sandbox hides (here the work directory's `.tooldispatch/`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_server_is_confined() {
+    if !python_has("mcp") {
+        assert!(missing("the Python MCP SDK (pip mcp)"));
+        return;
+    }
+    if !dispatch_sandbox::Sandbox::present_or_skip() {
+        return;
+    }
+    let dir = workdir();
+    let outside = workdir();
+    std::fs::create_dir_all(dir.path().join(".tooldispatch")).unwrap();
+    std::fs::write(dir.path().join(".tooldispatch/rules"), "allow *\n").unwrap();
+    let config = ServerConfig {
+        sandbox: true,
+        network: false,
+        ..misbehaving("normal")
+    };
+    let h = harness_in(dir, vec![("boxed", config)], Arc::new(ApproveAll)).await;
+    assert_eq!(
+        h.state("boxed").state,
+        ServerState::Ready,
+        "{}",
+        h.state("boxed").line()
+    );
+    let inside = h.dir.path().join("inside.txt");
+    assert_eq!(
+        h.ok("mcp__boxed__write", json!({"path": inside, "text": "ok"}))
+            .await,
+        "written"
+    );
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "ok");
+    let escaped = outside.path().join("escaped.txt");
+    let refused = h
+        .ok("mcp__boxed__write", json!({"path": escaped, "text": "no"}))
+        .await;
+    assert!(refused.starts_with("refused"), "{refused}");
+    assert!(!escaped.exists());
+    let hidden = h
+        .ok(
+            "mcp__boxed__read",
+            json!({"path": h.dir.path().join(".tooldispatch/rules")}),
+        )
+        .await;
+    assert!(hidden.starts_with("refused"), "{hidden}");
 }
