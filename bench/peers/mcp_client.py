@@ -8,6 +8,9 @@ Both sides call `echo` of @modelcontextprotocol/server-everything (stdio) one ca
                one HTTP round of run_tool(name=mcp__everything__echo) — checked, gated,
                deduped (each round is a new run, so nothing is), run and committed.
 
+A third line runs the same HTTP rounds with the built-in `calculate`, so the cost of the HTTP
+client, the daemon and the engine can be told apart from the MCP call itself.
+
 Prints one JSON line per side (calls per second, median µs per call) and their ratio.
 
     cargo build --release
@@ -69,7 +72,7 @@ def call(name: str, args: dict, n: int) -> dict:
     }
 
 
-def through_tooldispatch(calls: int) -> list[float]:
+def through_tooldispatch(calls: int, tool: str = "mcp__everything__echo") -> list[float]:
     with tempfile.TemporaryDirectory(dir=os.path.join(ROOT, "target")) as dir:
         config = os.path.join(dir, "config.toml")
         with open(config, "w") as f:
@@ -84,16 +87,22 @@ def through_tooldispatch(calls: int) -> list[float]:
             rounds = f"{base}/v1/sessions/bench/rounds?provider=openai"
             schema = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "s", "type": "function", "function": {
-                    "name": "find_tools", "arguments": json.dumps({"query": "select:mcp__everything__echo"})}}]}
+                    "name": "find_tools", "arguments": json.dumps({"query": f"select:{tool}"})}}]}
             post(rounds, schema)
+            def args(i):
+                if tool == "calculate":
+                    return {"expressions": [f"{i}+1"]}
+                return {"message": f"m{i}"}
+
             for i in range(10):
-                post(f"{rounds}&run=warm{i}", call("mcp__everything__echo", {"message": f"warm {i}"}, i))
+                post(f"{rounds}&run=warm{i}", call(tool, args(i), i))
             times = []
             for i in range(calls):
                 start = time.perf_counter()
-                out = post(f"{rounds}&run=r{i}", call("mcp__everything__echo", {"message": f"m{i}"}, i))
+                out = post(f"{rounds}&run=r{i}", call(tool, args(i), i))
                 times.append(time.perf_counter() - start)
-                assert f"m{i}" in out[0]["content"], out
+                expected = str(i + 1) if tool == "calculate" else f"m{i}"
+                assert expected in out[0]["content"], out
             return times
         finally:
             daemon.terminate()
@@ -120,7 +129,13 @@ def main() -> None:
             sys.exit(f"{path} is missing: run `cargo build --release` and `(cd e2e && npm ci)` first")
     a = summary("direct (Python SDK client)", asyncio.run(direct(args.calls)))
     b = summary("through tooldispatch serve", through_tooldispatch(args.calls))
-    print(json.dumps({"ratio_calls_per_s": round(b["calls_per_s"] / a["calls_per_s"], 3)}))
+    # The same HTTP round with a built-in tool: what the HTTP client, the daemon and the
+    # engine cost without MCP.
+    c = summary("tooldispatch serve, calculate (no MCP)", through_tooldispatch(args.calls, "calculate"))
+    print(json.dumps({
+        "ratio_calls_per_s": round(b["calls_per_s"] / a["calls_per_s"], 3),
+        "mcp_us_in_tooldispatch": round(b["median_us"] - c["median_us"], 1),
+    }))
 
 
 if __name__ == "__main__":

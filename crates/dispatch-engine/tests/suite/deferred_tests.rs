@@ -751,3 +751,29 @@ fn registry_refuses_schema_that_does_not_compile() {
     assert!(!registry.contains("weird"));
     assert_eq!(registry.len(), 3);
 }
+
+/// Tools that arrive or leave between rounds (an MCP server started, died or changed its
+/// list) are what the next round sees: found, callable, or not found.
+#[tokio::test]
+async fn tools_replaced_between_rounds_take_effect_in_the_next_round() {
+    let fx = fixture().approve_all().build();
+    let wrapped_late = || vec![wrapped("a", "late", json!({"x": 1}))];
+    let before = fx.round("s", "r1", Provider::OpenAi, wrapped_late()).await;
+    assert_eq!(results(&before)[0].0, Status::NotFound);
+
+    fx.engine.update_registry(|registry| {
+        registry.register(Arc::new(echo_tool("late"))).unwrap();
+    });
+    let (status, _) = find_tools(&fx, "s", json!({"query": "select:late"})).await;
+    assert_eq!(status, Status::Ok);
+    let during = fx.round("s", "r2", Provider::OpenAi, wrapped_late()).await;
+    assert_eq!(
+        results(&during)[0],
+        (Status::Ok, "[late] echo:{\"x\":1}".to_string())
+    );
+
+    fx.engine
+        .update_registry(|registry| registry.retain(|t| t.name() != "late"));
+    let after = fx.round("s", "r3", Provider::OpenAi, wrapped_late()).await;
+    assert_eq!(results(&after)[0].0, Status::NotFound);
+}
