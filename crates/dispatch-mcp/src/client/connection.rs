@@ -12,7 +12,6 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +22,8 @@ use super::{ClientOptions, ServerState, ServerStatus, content};
 
 type Service = RunningService<RoleClient, Handler>;
 
+/// Tools kept from one server: its list goes into every prompt's turn context.
+const MAX_TOOLS: usize = 500;
 /// Lines of a stdio server's stderr kept to explain why it failed.
 const STDERR_LINES: usize = 12;
 /// The longest wait between two restarts.
@@ -309,17 +310,7 @@ impl Connection {
             if let Ok(mut lines) = kept.lock() {
                 lines.clear();
             }
-            tokio::spawn(async move {
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Ok(mut kept) = kept.lock() {
-                        if kept.len() == STDERR_LINES {
-                            kept.pop_front();
-                        }
-                        kept.push_back(line.chars().take(300).collect());
-                    }
-                }
-            });
+            tokio::spawn(keep_last_lines(stderr, kept));
         }
         Ok(Child {
             process,
@@ -488,10 +479,7 @@ impl Connection {
         };
         let _current = CurrentGuard::set(
             &self.shared,
-            CurrentCall {
-                progress: cx.progress.clone(),
-                user: cx.user.clone(),
-            },
+            CurrentCall::new(cx.progress.clone(), cx.user.clone()),
         );
         let arguments = match args {
             Value::Object(map) => map,
@@ -531,7 +519,13 @@ pub(crate) fn adopt(
     let mut scratch = Registry::empty();
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut refused = Vec::new();
-    for remote in listed {
+    if listed.len() > MAX_TOOLS {
+        refused.push(format!(
+            "the server lists {} tools; the first {MAX_TOOLS} are kept",
+            listed.len()
+        ));
+    }
+    for remote in listed.iter().take(MAX_TOOLS) {
         match McpTool::new(server, config, remote, me.clone()) {
             Ok(tool) => {
                 let tool: Arc<dyn Tool> = Arc::new(tool);
@@ -544,6 +538,42 @@ pub(crate) fn adopt(
         }
     }
     (tools, refused)
+}
+
+/// Keep the last `STDERR_LINES` lines of a server's stderr, each cut to 300 characters, in
+/// bounded memory however long a line it writes.
+async fn keep_last_lines(
+    mut stderr: tokio::process::ChildStderr,
+    kept: Arc<Mutex<VecDeque<String>>>,
+) {
+    use tokio::io::AsyncReadExt;
+    const LINE: usize = 300;
+    let mut buf = [0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let push = |line: &mut Vec<u8>| {
+        if let Ok(mut kept) = kept.lock() {
+            if kept.len() == STDERR_LINES {
+                kept.pop_front();
+            }
+            kept.push_back(String::from_utf8_lossy(line).into_owned());
+        }
+        line.clear();
+    };
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        for &byte in &buf[..n] {
+            if byte == b'\n' {
+                push(&mut line);
+            } else if line.len() < LINE {
+                line.push(byte);
+            }
+        }
+    }
+    if !line.is_empty() {
+        push(&mut line);
+    }
 }
 
 /// A started stdio server and the cgroup that limits it.
@@ -646,5 +676,18 @@ mod tests {
         assert!(refused[1].contains("top level must be"), "{}", refused[1]);
         assert!(refused[2].contains("already registered"), "{}", refused[2]);
         assert!(refused[3].contains("without a name"), "{}", refused[3]);
+
+        let many: Vec<Value> = (0..MAX_TOOLS + 3)
+            .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
+            .collect();
+        let (tools, refused) = adopt("srv", &config, &many, &std::sync::Weak::new());
+        assert_eq!(tools.len(), MAX_TOOLS);
+        assert_eq!(
+            refused,
+            vec![format!(
+                "the server lists {} tools; the first {MAX_TOOLS} are kept",
+                MAX_TOOLS + 3
+            )]
+        );
     }
 }

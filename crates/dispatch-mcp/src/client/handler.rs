@@ -17,11 +17,64 @@ use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+/// Progress events kept per call: a server that floods notifications must not flood the
+/// session's event log and store.
+const MAX_PROGRESS_EVENTS: usize = 500;
+/// Least time between two progress events of one call (later ones in between are dropped;
+/// the call is alive either way).
+const PROGRESS_GAP: std::time::Duration = std::time::Duration::from_millis(20);
+/// Questions a server may put to the user during one call.
+const MAX_ELICITATIONS: usize = 5;
+
 /// The call running on a server now, if any.
 #[derive(Clone)]
 pub(crate) struct CurrentCall {
     pub progress: Progress,
     pub user: Arc<dyn Confirmer>,
+    pub seen: Arc<Mutex<Seen>>,
+}
+
+/// What a call has received so far.
+#[derive(Default)]
+pub(crate) struct Seen {
+    progress_events: usize,
+    last_progress: Option<std::time::Instant>,
+    elicitations: usize,
+}
+
+impl CurrentCall {
+    pub fn new(progress: Progress, user: Arc<dyn Confirmer>) -> Self {
+        CurrentCall {
+            progress,
+            user,
+            seen: Arc::default(),
+        }
+    }
+
+    /// Whether this progress notification becomes an event (at most one per
+    /// `PROGRESS_GAP`, `MAX_PROGRESS_EVENTS` in all; the last one says the rest is dropped).
+    fn take_progress(&self) -> Option<bool> {
+        let mut seen = self.seen.lock().ok()?;
+        let now = std::time::Instant::now();
+        if seen.progress_events >= MAX_PROGRESS_EVENTS
+            || seen
+                .last_progress
+                .is_some_and(|last| now.duration_since(last) < PROGRESS_GAP)
+        {
+            return None;
+        }
+        seen.progress_events += 1;
+        seen.last_progress = Some(now);
+        Some(seen.progress_events == MAX_PROGRESS_EVENTS)
+    }
+
+    fn take_elicitation(&self) -> bool {
+        let Ok(mut seen) = self.seen.lock() else {
+            return false;
+        };
+        seen.elicitations += 1;
+        seen.elicitations <= MAX_ELICITATIONS
+    }
 }
 
 /// Shared between a server's connection and the handler of its messages.
@@ -65,14 +118,20 @@ impl ClientHandler for Handler {
         let Some(call) = self.shared.current() else {
             return;
         };
+        let Some(last) = call.take_progress() else {
+            return;
+        };
         let amount = match params.total {
             Some(total) => format!("{}/{}", number(params.progress), number(total)),
             None => number(params.progress),
         };
-        let line = match params.message.filter(|m| !m.trim().is_empty()) {
-            Some(message) => format!("progress {amount}: {message}\n"),
+        let mut line = match params.message.filter(|m| !m.trim().is_empty()) {
+            Some(message) => format!("progress {amount}: {}\n", clip(&message, 500)),
             None => format!("progress {amount}\n"),
         };
+        if last {
+            line.push_str("(further progress of this call is not shown)\n");
+        }
         call.progress.emit(line);
     }
 
@@ -106,6 +165,13 @@ impl ClientHandler for Handler {
     }
 }
 
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 /// `3` rather than `3.0`, `0.5` as it is.
 fn number(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 {
@@ -127,6 +193,12 @@ async fn elicit(call: &CurrentCall, request: &Value) -> Value {
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("The MCP server asks for input");
+    if !call.take_elicitation() {
+        call.progress.emit(format!(
+            "the server asked the user again ({message}); declined: a server may ask at most {MAX_ELICITATIONS} questions per call\n"
+        ));
+        return decline();
+    }
     if request.get("mode").and_then(Value::as_str) == Some("url") {
         call.progress.emit(format!(
             "the server asked the user to open a URL ({message}); declined: tooldispatch does not open URLs for servers\n"

@@ -14,6 +14,8 @@ use super::connection::Connection;
 
 /// Longest description kept: a server's text goes into the model's prompt.
 const MAX_DESCRIPTION: usize = 2048;
+/// Largest input schema taken, as JSON: find_tools shows it to the model.
+const MAX_SCHEMA: usize = 64 * 1024;
 /// Tool names every provider accepts.
 const MAX_NAME: usize = 64;
 
@@ -44,6 +46,12 @@ impl McpTool {
             .get("inputSchema")
             .cloned()
             .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        let size = parameters.to_string().len();
+        if size > MAX_SCHEMA {
+            return Err(format!(
+                "tool {name:?} has an input schema of {size} bytes; at most {MAX_SCHEMA} are taken (it is shown to the model)"
+            ));
+        }
         // The spec requires an object schema; some servers leave out the `type`.
         if let Value::Object(schema) = &mut parameters
             && !schema.contains_key("type")
@@ -228,5 +236,22 @@ mod tests {
         assert_eq!(both.spec.gate, Gate::Ask);
         assert!(!both.spec.is_concurrent(), "MCP tools are always serial");
         assert_eq!(both.spec.parameters["type"], "object");
+    }
+
+    #[test]
+    fn a_huge_schema_or_description_is_not_passed_on_whole() {
+        let huge = json!({"name": "big", "inputSchema": {"type": "object", "description": "x".repeat(70_000)}});
+        let config = ServerConfig::stdio("x", &[]);
+        let err = McpTool::new("srv", &config, &huge, Weak::new())
+            .err()
+            .unwrap();
+        assert!(err.contains("at most 65536"), "{err}");
+        let wordy = json!({"name": "wordy", "description": "y".repeat(5000)});
+        let tool = McpTool::new("srv", &config, &wordy, Weak::new()).unwrap();
+        assert!(
+            tool.spec.description.len() < 2200,
+            "{}",
+            tool.spec.description.len()
+        );
     }
 }

@@ -63,6 +63,14 @@ async def slow(seconds: float, ctx: Context) -> str:
 
 
 @server.tool()
+async def flood(count: int, ctx: Context) -> str:
+    """Send `count` progress notifications as fast as possible."""
+    for i in range(count):
+        await ctx.report_progress(i + 1, count)
+    return f"sent {count}"
+
+
+@server.tool()
 async def crash() -> str:
     """Die half-way through the call."""
     await asyncio.sleep(0.3)

@@ -611,6 +611,27 @@ async fn a_server_that_never_initializes_is_left_out_with_the_reason() {
     );
 }
 
+/// A server that floods progress notifications gets a bounded number of events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_flood_is_thinned() {
+    if !python_has("mcp") {
+        assert!(missing("the Python MCP SDK (pip mcp)"));
+        return;
+    }
+    let h = harness(vec![("odd", misbehaving("normal"))]).await;
+    let (result, outcome) = h.call("mcp__odd__flood", json!({"count": 3000})).await;
+    assert_eq!(result.status, Status::Ok, "{}", result.content);
+    let progress = outcome
+        .events
+        .iter()
+        .filter(|e| serde_json::to_value(&***e).unwrap()["type"] == "ToolProgress")
+        .count();
+    assert!(
+        (1..=500).contains(&progress),
+        "{progress} progress events for 3000 notifications"
+    );
+}
+
 /// Lines on stdout that are not JSON-RPC do not stop a server from being used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_stdout_is_skipped() {
