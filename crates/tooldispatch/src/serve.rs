@@ -72,17 +72,40 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let sweeper = dispatch_store::spawn_sweeper(store.clone(), dispatch_store::SWEEP_EVERY, |e| {
         eprintln!("tooldispatch: the cache sweep failed (retried in 10 min): {e}");
     });
-    let daemon = Daemon::new(Arc::new(engine), hub, store);
+    let engine = Arc::new(engine);
+    let daemon = Daemon::new(engine.clone(), hub.clone(), store);
+    // `/mcp`: MCP clients over Streamable HTTP, behind the same access rules as the API. A
+    // client that can ask its user (elicitation) answers its own session's confirmations;
+    // the others are the hub's, as for any API session.
+    let mcp = dispatch_mcp::server::http_service(
+        engine,
+        dispatch_mcp::server::ToolSet::All,
+        Arc::new(HubRoutes(hub)),
+        daemon.stop_rounds.clone(),
+    );
+    let extra = axum::Router::new().route_service("/mcp", mcp);
     {
         // The first stdout line is the address, for scripts and tests that bind port 0.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on http://{local}").and_then(|_| out.flush());
     }
     eprintln!("tooldispatch: the web console is at http://{local}/");
-    let served = dispatch_server::serve(listener, daemon, access, async {
+    let served = dispatch_server::serve_with(listener, daemon, access, extra, async {
         crate::commands::stop_requested().await;
     })
     .await;
     sweeper.abort();
     served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
+}
+
+/// The hub as the place MCP sessions route their confirmations to.
+struct HubRoutes(Arc<Hub>);
+
+impl dispatch_mcp::server::SessionConfirmers for HubRoutes {
+    fn attach(&self, session: &str, confirmer: Arc<dyn Confirmer>) {
+        self.0.route_confirmations(session, confirmer);
+    }
+    fn detach(&self, session: &str) {
+        self.0.unroute_confirmations(session);
+    }
 }
