@@ -73,14 +73,15 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         eprintln!("tooldispatch: the cache sweep failed (retried in 10 min): {e}");
     });
     let engine = Arc::new(engine);
-    let daemon = Daemon::new(engine.clone(), hub.clone(), store);
-    // `/mcp`: MCP clients over Streamable HTTP, behind the same access rules as the API. A
-    // client that can ask its user (elicitation) answers its own session's confirmations;
-    // the others are the hub's, as for any API session.
+    let daemon = Daemon::new(engine.clone(), hub, store);
+    // `/mcp`: MCP clients over Streamable HTTP, behind the same access rules as the API. Their
+    // rounds run like the API's (on the session's feed, seen by the console); a client that
+    // can ask its user (elicitation) answers its own session's confirmations, the others are
+    // the hub's, as for any API session.
     let mcp = dispatch_mcp::server::http_service(
         engine,
         dispatch_mcp::server::ToolSet::All,
-        Arc::new(HubRoutes(hub)),
+        Arc::new(McpHost(daemon.clone())),
         daemon.stop_rounds.clone(),
     );
     let extra = axum::Router::new().route_service("/mcp", mcp);
@@ -98,14 +99,29 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
 }
 
-/// The hub as the place MCP sessions route their confirmations to.
-struct HubRoutes(Arc<Hub>);
+/// The daemon as the host of the MCP sessions on `/mcp`.
+struct McpHost(Arc<Daemon>);
 
-impl dispatch_mcp::server::SessionConfirmers for HubRoutes {
+#[async_trait::async_trait]
+impl dispatch_mcp::server::SessionHost for McpHost {
     fn attach(&self, session: &str, confirmer: Arc<dyn Confirmer>) {
-        self.0.route_confirmations(session, confirmer);
+        self.0.hub.route_confirmations(session, confirmer);
     }
     fn detach(&self, session: &str) {
-        self.0.unroute_confirmations(session);
+        self.0.hub.unroute_confirmations(session);
+    }
+    async fn run(
+        &self,
+        work: dispatch_mcp::server::Work,
+    ) -> Result<Result<dispatch_engine::RoundOutcome, dispatch_engine::EngineError>, String> {
+        let ran = match work {
+            dispatch_mcp::server::Work::Round(req) => {
+                dispatch_server::api::run_round(&self.0, req).await
+            }
+            dispatch_mcp::server::Work::Answer(req) => {
+                dispatch_server::api::run_answer(&self.0, req).await
+            }
+        };
+        ran.map_err(|e| e.message)
     }
 }

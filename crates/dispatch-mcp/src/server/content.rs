@@ -18,11 +18,12 @@ pub fn call_result(outcome: &RoundOutcome, call_id: &str) -> CallToolResult {
     meta.insert(META_RUN.into(), json!(outcome.run));
     meta.insert(META_ROUND.into(), json!(outcome.round));
     let Some(result) = outcome.results.iter().find(|r| r.tool_call_id == call_id) else {
-        // The call has no result only when it parked the run to ask the user: this client
-        // could not be asked (no elicitation), so the question waits as a pending task.
+        // The call has no result only when it parked the run to ask the user and the client
+        // could not be asked (no elicitation, a secret, or the user closed the form): the
+        // question waits as a pending task.
         let text = match &outcome.pending {
             Some(task) => format!(
-                "{} could not reach the user: this MCP client does not support elicitation, so tooldispatch cannot ask. Ask the user yourself in the conversation. (The question waits as task {} of session {}.)",
+                "{} got no answer from the user: this MCP client cannot ask them (it does not support elicitation, the question asks for a secret, which elicitation must not carry, or the user closed the form). Ask the user yourself in the conversation. (The question waits as task {} of session {}.)",
                 task.tool, task.task_hash, task.session
             ),
             None => "the call produced no result; call it again if you still need it".into(),

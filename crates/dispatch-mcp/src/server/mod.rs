@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use dispatch_engine::{
-    CORE_TOOLS, Confirmer, Effect, Engine, EngineError, EventSink, Gate, Origin, Provider, RawCall,
-    RoundRequest, Status, ToolSpec,
+    AnswerRequest, CORE_TOOLS, Confirmer, Effect, Engine, EngineError, EventSink, Gate, Origin,
+    Provider, Question, RawCall, RoundOutcome, RoundRequest, Status, ToolSpec,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
@@ -87,11 +87,16 @@ impl ToolSet {
     }
 }
 
-/// Where the confirmations of one MCP session go in a process that serves many sessions
-/// (the daemon): the session's elicitation confirmer is attached while the session lives.
-pub trait SessionConfirmers: Send + Sync {
+/// A process that serves many MCP sessions beside other clients (the daemon): it runs their
+/// rounds where its watchers see them, and sends a session's confirmations to that session's
+/// client while the session lives, when the client can be asked.
+#[async_trait::async_trait]
+pub trait SessionHost: Send + Sync {
     fn attach(&self, session: &str, confirmer: Arc<dyn Confirmer>);
     fn detach(&self, session: &str);
+    /// Run a round, or resume a parked run with the user's answers; the outer error is the
+    /// host's (it is shutting down), the inner the engine's.
+    async fn run(&self, work: Work) -> Result<Result<RoundOutcome, EngineError>, String>;
 }
 
 /// One MCP session's server: the engine, the tools shown, and how the user is asked.
@@ -100,9 +105,9 @@ pub struct McpServer {
     tools: ToolSet,
     session: String,
     elicitation: Arc<Elicitation>,
-    /// The daemon's per-session confirmer routes; `None` when the engine's confirmer is
-    /// `elicitation` itself (stdio).
-    routes: Option<Arc<dyn SessionConfirmers>>,
+    /// The daemon; `None` when the engine's confirmer is `elicitation` itself and rounds go
+    /// straight to the engine (stdio).
+    host: Option<Arc<dyn SessionHost>>,
     attached: AtomicBool,
     /// Numbers the calls, for their run and call ids.
     calls: AtomicU64,
@@ -139,13 +144,9 @@ impl McpServer {
 
     /// A new session of a process with many clients (`/mcp`): while it lives, its
     /// confirmations are routed to its client when the client can be asked.
-    pub fn session(
-        engine: Arc<Engine>,
-        tools: ToolSet,
-        routes: Arc<dyn SessionConfirmers>,
-    ) -> Self {
+    pub fn session(engine: Arc<Engine>, tools: ToolSet, host: Arc<dyn SessionHost>) -> Self {
         let elicitation = Elicitation::new(Arc::new(NoElicitation));
-        Self::build(engine, tools, new_session_id(), elicitation, Some(routes))
+        Self::build(engine, tools, new_session_id(), elicitation, Some(host))
     }
 
     fn build(
@@ -153,14 +154,14 @@ impl McpServer {
         tools: ToolSet,
         session: String,
         elicitation: Arc<Elicitation>,
-        routes: Option<Arc<dyn SessionConfirmers>>,
+        host: Option<Arc<dyn SessionHost>>,
     ) -> Self {
         McpServer {
             engine,
             tools,
             session,
             elicitation,
-            routes,
+            host,
             attached: AtomicBool::new(false),
             calls: AtomicU64::new(0),
             started_ms: now_ms(),
@@ -175,11 +176,11 @@ impl McpServer {
     /// The client has said who it is: ask it from now on, if it can be asked.
     fn connect(&self, peer: &Peer<RoleServer>) {
         self.elicitation.connect(peer);
-        if let Some(routes) = &self.routes
+        if let Some(host) = &self.host
             && self.elicitation.can_elicit()
             && !self.attached.swap(true, Ordering::SeqCst)
         {
-            routes.attach(&self.session, self.elicitation.clone());
+            host.attach(&self.session, self.elicitation.clone());
         }
     }
 
@@ -225,7 +226,7 @@ impl McpServer {
             // the way Ctrl-C stops `tooldispatch round`.
             req.cancel = context.ct.clone();
             req.live = progress.as_ref().map(|p| p.sink() as Arc<dyn EventSink>);
-            let outcome = self.engine.round(req).await;
+            let outcome = self.run(Work::Round(req)).await?;
             // The client was shown every listed schema, but the engine asks for a tool's
             // first call in a session to be made after its schema was shown: that first
             // round marks the tool, the second runs it.
@@ -234,6 +235,18 @@ impl McpServer {
                 continue;
             }
             break outcome;
+        };
+        // ask_user parked the run (the daemon's confirmer cannot ask inline): put the
+        // questions to this client and resume the run with the answers.
+        let outcome = match outcome {
+            Ok(parked) => match self
+                .answer_parked(&parked, &call.id, &context, &progress)
+                .await?
+            {
+                Some(answered) => answered,
+                None => Ok(parked),
+            },
+            Err(e) => Err(e),
         };
         if let Some(progress) = progress {
             progress.finish().await;
@@ -252,12 +265,67 @@ impl McpServer {
     }
 }
 
+/// What one step of a call runs.
+pub enum Work {
+    Round(RoundRequest),
+    Answer(AnswerRequest),
+}
+
+impl McpServer {
+    /// Run on the host when there is one (the daemon's feeds see it), else on the engine.
+    async fn run(&self, work: Work) -> Result<Result<RoundOutcome, EngineError>, McpError> {
+        match &self.host {
+            Some(host) => host.run(work).await.map_err(|e| {
+                McpError::internal_error(format!("tooldispatch could not run the call: {e}"), None)
+            }),
+            None => Ok(match work {
+                Work::Round(req) => self.engine.round(req).await,
+                Work::Answer(req) => self.engine.answer(req).await,
+            }),
+        }
+    }
+
+    /// When `outcome` parked the run on call `call_id` and this client can be asked: ask,
+    /// and resume the run with the answers. `None` leaves the outcome as it is.
+    async fn answer_parked(
+        &self,
+        outcome: &RoundOutcome,
+        call_id: &str,
+        context: &RequestContext<RoleServer>,
+        progress: &Option<progress::Forwarder>,
+    ) -> Result<Option<Result<RoundOutcome, EngineError>>, McpError> {
+        let Some(task) = outcome
+            .pending
+            .as_ref()
+            .filter(|t| t.tool_call_id == call_id)
+        else {
+            return Ok(None);
+        };
+        if !self.elicitation.can_elicit() {
+            return Ok(None);
+        }
+        let Ok(questions) = serde_json::from_value::<Vec<Question>>(task.questions.clone()) else {
+            return Ok(None);
+        };
+        // Secrets are never asked through elicitation (see confirm.rs): the task waits.
+        let Some(answers) = self.elicitation.ask(&questions).await else {
+            return Ok(None);
+        };
+        let mut req = AnswerRequest::new(self.session.clone(), task.task_hash.clone(), answers);
+        req.request.provider = self.tools.provider();
+        req.request.exclude = self.tools.exclude();
+        req.request.cancel = context.ct.clone();
+        req.request.live = progress.as_ref().map(|p| p.sink() as Arc<dyn EventSink>);
+        self.run(Work::Answer(req)).await.map(Some)
+    }
+}
+
 impl Drop for McpServer {
     fn drop(&mut self) {
-        if let Some(routes) = &self.routes
+        if let Some(host) = &self.host
             && self.attached.load(Ordering::SeqCst)
         {
-            routes.detach(&self.session);
+            host.detach(&self.session);
         }
     }
 }
@@ -378,7 +446,7 @@ pub async fn serve_stdio(server: McpServer) -> Result<(), ServeError> {
 pub fn http_service(
     engine: Arc<Engine>,
     tools: ToolSet,
-    routes: Arc<dyn SessionConfirmers>,
+    host: Arc<dyn SessionHost>,
     stop: tokio_util::sync::CancellationToken,
 ) -> rmcp::transport::StreamableHttpService<
     McpServer,
@@ -390,7 +458,7 @@ pub fn http_service(
         .with_legacy_session_mode(true)
         .with_cancellation_token(stop);
     rmcp::transport::StreamableHttpService::new(
-        move || Ok(McpServer::session(engine.clone(), tools, routes.clone())),
+        move || Ok(McpServer::session(engine.clone(), tools, host.clone())),
         Arc::default(),
         config,
     )
