@@ -24,9 +24,18 @@ asked = []
 
 async def on_elicit(context, params):
     asked.append(params.message)
+    fields = (getattr(params, "requested_schema", None) or {}).get("properties", {})
+    if "answer_1" in fields:  # ask_user's question
+        return types.ElicitResult(action="accept", content={"answer_1": "blue"})
     if answer["next"] == "accept":
         return types.ElicitResult(action="accept", content={})
     return types.ElicitResult(action="decline")
+
+
+ASK_USER = {
+    "questions": [{"question": "Which colour?", "options": ["red", "blue"]}],
+    "state": {"objective": "pick a colour", "completed": [], "next_steps": ["paint"]},
+}
 
 
 def summary(result):
@@ -105,6 +114,14 @@ async def main():
         out["late_exists"] = os.path.exists(os.path.join(workdir, "late.txt"))
         # The session still works after a cancelled call.
         out["after_cancel"] = summary(await client.call_tool("calculate", {"expressions": ["1+1"]}))
+        out["ask_user"] = summary(await client.call_tool("ask_user", ASK_USER))
+    # A client without elicitation: nobody can approve, and ask_user cannot reach the user.
+    async with mcp.Client(server) as plain:
+        out["plain_write"] = summary(
+            await plain.call_tool("edit_file", {"path": "plain.txt", "content": "must not exist\n"})
+        )
+        out["plain_exists"] = os.path.exists(os.path.join(workdir, "plain.txt"))
+        out["plain_ask"] = summary(await plain.call_tool("ask_user", ASK_USER))
     out["asked"] = asked
     print(json.dumps(out))
 

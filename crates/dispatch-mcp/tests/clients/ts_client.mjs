@@ -25,14 +25,23 @@ const client = new Client(
 );
 client.setRequestHandler(ElicitRequestSchema, async (request) => {
   asked.push(request.params.message);
+  if (request.params.requestedSchema?.properties?.answer_1) {
+    return { action: "accept", content: { answer_1: "blue" } }; // ask_user's question
+  }
   return answer.next === "accept" ? { action: "accept", content: {} } : { action: "decline" };
 });
 
-const transport =
-  mode === "--url"
-    ? new StreamableHTTPClientTransport(new URL(rest[0]))
-    : new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: "inherit" });
-await client.connect(transport);
+const connect = (client) =>
+  client.connect(
+    mode === "--url"
+      ? new StreamableHTTPClientTransport(new URL(rest[0]))
+      : new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: "inherit" }),
+  );
+await connect(client);
+const ASK_USER = {
+  questions: [{ question: "Which colour?", options: ["red", "blue"] }],
+  state: { objective: "pick a colour", completed: [], next_steps: ["paint"] },
+};
 
 const summary = (result) => ({
   is_error: Boolean(result.isError),
@@ -40,7 +49,8 @@ const summary = (result) => ({
   status: result._meta?.["tooldispatch/status"] ?? null,
   session: result._meta?.["tooldispatch/session"] ?? null,
 });
-const call = async (name, args, options) => summary(await client.callTool({ name, arguments: args }, undefined, options));
+const callOn = async (c, name, args, options) => summary(await c.callTool({ name, arguments: args }, undefined, options));
+const call = (name, args, options) => callOn(client, name, args, options);
 
 const out = { protocol_version: client.getServerVersion() ? "initialized" : null };
 const listed = await client.listTools();
@@ -84,6 +94,15 @@ out.cancel_seconds = (Date.now() - started) / 1000;
 await new Promise((resolve) => setTimeout(resolve, 4500));
 out.late_exists = existsSync(join(workdir, "late.txt"));
 out.after_cancel = await call("calculate", { expressions: ["1+1"] });
+out.ask_user = await call("ask_user", ASK_USER);
 out.asked = asked;
 await client.close();
+
+// A client without elicitation: nobody can approve, and ask_user cannot reach the user.
+const plain = new Client({ name: "tooldispatch-ts-test-plain", version: "1.0.0" }, { capabilities: {} });
+await connect(plain);
+out.plain_write = await callOn(plain, "edit_file", { path: "plain.txt", content: "must not exist\n" });
+out.plain_exists = existsSync(join(workdir, "plain.txt"));
+out.plain_ask = await callOn(plain, "ask_user", ASK_USER);
+await plain.close();
 console.log(JSON.stringify(out));

@@ -171,8 +171,15 @@ fn ts_client(fixture: &Fixture, server: &[String]) -> Value {
     run_client(cmd, fixture)
 }
 
+/// How the client reached the server.
+#[derive(Clone, Copy, PartialEq)]
+enum Transport {
+    Stdio,
+    Http,
+}
+
 /// What every client must have seen, whatever its language and transport.
-fn check_scenario(out: &Value) {
+fn check_scenario(out: &Value, transport: Transport) {
     let tools = out["tools"].as_object().unwrap();
     assert!(
         !tools.contains_key("run_tool") && !tools.contains_key("find_tools"),
@@ -238,6 +245,29 @@ fn check_scenario(out: &Value) {
     );
     assert!(ok("after_cancel").contains('2'));
 
+    // ask_user through elicitation: the client's answer comes back to the model.
+    assert!(ok("ask_user").contains("→ blue"), "{}", out["ask_user"]);
+
+    // A client without elicitation: the write is declined with a reason naming what the user
+    // can change (stdio: the headless rule; /mcp: the daemon's own confirmations, which need
+    // a watcher), and ask_user tells the model to ask in the conversation.
+    let plain = &out["plain_write"];
+    assert_eq!(plain["status"], json!("declined"), "{plain}");
+    assert_eq!(plain["is_error"], json!(true));
+    let why = match transport {
+        Transport::Stdio => "this MCP client does not support elicitation",
+        Transport::Http => "no client is watching this session",
+    };
+    assert!(plain["text"].as_str().unwrap().contains(why), "{plain}");
+    assert_eq!(out["plain_exists"], json!(false));
+    assert_eq!(out["plain_ask"]["status"], json!("pending"));
+    assert!(
+        out["plain_ask"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Ask the user yourself in the conversation")
+    );
+
     // One MCP session is one tooldispatch session.
     let sessions: Vec<&Value> = ["calculate", "read_files", "write_approved", "after_cancel"]
         .iter()
@@ -245,6 +275,8 @@ fn check_scenario(out: &Value) {
         .collect();
     assert!(sessions[0].is_string());
     assert!(sessions.iter().all(|s| *s == sessions[0]), "{sessions:?}");
+    // … and another connection is another session.
+    assert_ne!(out["plain_write"]["session"], *sessions[0]);
 }
 
 #[test]
@@ -265,7 +297,7 @@ fn python_sdk_client_over_stdio() {
     // The SDK probed server/discover at 2026-07-28, was told our versions, and fell back
     // to initialize.
     assert_eq!(out["protocol_version"], json!("2025-11-25"));
-    check_scenario(&out);
+    check_scenario(&out, Transport::Stdio);
 }
 
 #[test]
@@ -284,7 +316,7 @@ fn typescript_sdk_client_over_stdio() {
     let fixture = Fixture::new();
     let mut server = vec!["--".to_string()];
     server.extend(fixture.stdio_command(&bin));
-    check_scenario(&ts_client(&fixture, &server));
+    check_scenario(&ts_client(&fixture, &server), Transport::Stdio);
 }
 
 #[test]
@@ -303,7 +335,17 @@ fn python_sdk_client_over_http() {
     let url = format!("{}/mcp", daemon.base);
     let out = python_client(&fixture, &["--url".into(), url]);
     assert_eq!(out["protocol_version"], json!("2025-11-25"));
-    check_scenario(&out);
+    check_scenario(&out, Transport::Http);
+    // The MCP session's rounds ran like the API's: the daemon lists the session with them.
+    let sessions = http_get_json(&daemon.base, "/v1/sessions");
+    let session = out["calculate"]["session"].as_str().unwrap();
+    let listed = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == json!(session))
+        .unwrap_or_else(|| panic!("{session} not in {sessions}"));
+    assert!(listed["rounds"].as_u64().unwrap() >= 6, "{listed}");
 }
 
 #[test]
@@ -322,7 +364,22 @@ fn typescript_sdk_client_over_http() {
     let fixture = Fixture::new();
     let daemon = fixture.start_daemon(&bin);
     let url = format!("{}/mcp", daemon.base);
-    check_scenario(&ts_client(&fixture, &["--url".into(), url]));
+    check_scenario(
+        &ts_client(&fixture, &["--url".into(), url]),
+        Transport::Http,
+    );
+}
+
+/// `GET path` on the daemon, as JSON.
+fn http_get_json(base: &str, path: &str) -> Value {
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"))
 }
 
 /// One raw HTTP/1.1 request; the status code of the answer.
