@@ -73,7 +73,8 @@ pub async fn run(args: McpArgs) -> Result<(), CliError> {
     );
     // With --approve all nobody is asked; the elicitation slot is then never filled.
     let elicitation = elicitation.unwrap_or_else(|| Elicitation::new(Arc::new(ApproveAll)));
-    let server = McpServer::single(Arc::new(engine), tools, session, elicitation);
+    let server = McpServer::single(Arc::new(engine), tools, session, elicitation)
+        .with_exclude(args.common.exclude.iter().cloned());
     dispatch_mcp::server::serve_stdio(server)
         .await
         .map_err(|e| CliError::failed(e.to_string()))

@@ -113,6 +113,8 @@ pub struct McpServer {
     calls: AtomicU64,
     /// Makes run ids unique across processes that reuse a session id (`--session`).
     started_ms: u128,
+    /// Tool names not available in this session (`--exclude`), beside those of the tool set.
+    exclude: Vec<String>,
 }
 
 static SESSIONS: AtomicU64 = AtomicU64::new(1);
@@ -165,7 +167,21 @@ impl McpServer {
             attached: AtomicBool::new(false),
             calls: AtomicU64::new(0),
             started_ms: now_ms(),
+            exclude: tools.exclude(),
         }
+    }
+
+    /// Also leave out these tools (a trailing `*` matches a prefix), as `--exclude` does for
+    /// a round.
+    pub fn with_exclude(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.exclude.extend(names);
+        self
+    }
+
+    /// Whether the client is shown this tool and may call it.
+    fn offers(&self, spec: &ToolSpec) -> bool {
+        self.tools.lists(spec)
+            && !dispatch_engine::Exclude::new(self.exclude.clone()).contains(&spec.name)
     }
 
     /// The tooldispatch session this MCP session is.
@@ -190,7 +206,7 @@ impl McpServer {
         registry
             .iter()
             .map(|t| t.spec())
-            .filter(|spec| self.tools.lists(spec))
+            .filter(|spec| self.offers(spec))
             .map(mcp_tool)
             .collect()
     }
@@ -221,7 +237,7 @@ impl McpServer {
                 self.tools.provider(),
                 vec![call.clone()],
             );
-            req.exclude = self.tools.exclude();
+            req.exclude = self.exclude.clone();
             // The client's notifications/cancelled cancels this token, which stops the round
             // the way Ctrl-C stops `tooldispatch round`.
             req.cancel = context.ct.clone();
@@ -313,7 +329,7 @@ impl McpServer {
         };
         let mut req = AnswerRequest::new(self.session.clone(), task.task_hash.clone(), answers);
         req.request.provider = self.tools.provider();
-        req.request.exclude = self.tools.exclude();
+        req.request.exclude = self.exclude.clone();
         req.request.cancel = context.ct.clone();
         req.request.live = progress.as_ref().map(|p| p.sink() as Arc<dyn EventSink>);
         self.run(Work::Answer(req)).await.map(Some)
@@ -404,7 +420,7 @@ impl ServerHandler for McpServer {
         registry
             .get(name)
             .map(|t| t.spec())
-            .filter(|spec| self.tools.lists(spec))
+            .filter(|spec| self.offers(spec))
             .map(mcp_tool)
     }
 

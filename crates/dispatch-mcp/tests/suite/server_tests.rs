@@ -493,6 +493,21 @@ fn tools_are_listed_with_hints_from_their_specs() {
             .all(|t| t.input_schema.get("type") == Some(&json!("object"))),
     );
 
+    // --exclude leaves tools out of the list (and the engine refuses their calls).
+    let trimmed = McpServer::single(
+        engine.clone(),
+        ToolSet::All,
+        new_session_id(),
+        elicitation.clone(),
+    )
+    .with_exclude(["remove_*".to_string()]);
+    let trimmed: Vec<String> = trimmed.list().iter().map(|t| t.name.to_string()).collect();
+    assert!(trimmed.contains(&"read_files".to_string()));
+    assert!(
+        !trimmed.iter().any(|n| n.starts_with("remove_")),
+        "{trimmed:?}"
+    );
+
     let core = McpServer::single(engine, ToolSet::Core, new_session_id(), elicitation);
     let mut names: Vec<String> = core.list().iter().map(|t| t.name.to_string()).collect();
     names.sort();
