@@ -200,6 +200,29 @@ impl McpServer {
         }
     }
 
+    /// What the client's model is told about the server. With `--tools core` it is also the
+    /// turn context a model of another provider gets: the names reachable through run_tool.
+    fn instructions(&self) -> String {
+        let mut text = String::from(
+            "tooldispatch's tools: files confined to the work directory, commands in an OS sandbox, web, memory and planning. Calls that change things may ask the user for approval first; a declined call says why.",
+        );
+        if self.tools == ToolSet::Core {
+            let exclude = dispatch_engine::Exclude::new(self.exclude.clone());
+            let registry = self.engine.registry();
+            // The listed (core) tools are called directly; the rest are reached by name.
+            let names: Vec<&str> = registry
+                .iter()
+                .map(|t| t.spec())
+                .filter(|spec| spec.name != "find_tools" && !self.tools.lists(spec))
+                .map(|spec| spec.name.as_str())
+                .filter(|n| !exclude.contains(n))
+                .collect();
+            text.push_str("\nTools (call through run_tool, after find_tools(query=\"select:NAME\") shows the schema): ");
+            text.push_str(&names.join(", "));
+        }
+        text
+    }
+
     /// The tools the client is shown, as MCP tools.
     pub fn list(&self) -> Vec<Tool> {
         let registry = self.engine.registry();
@@ -386,11 +409,12 @@ pub fn annotations(spec: &ToolSpec) -> ToolAnnotations {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("tooldispatch", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "tooldispatch",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_protocol_version(NEWEST_PROTOCOL)
-            .with_instructions(
-                "tooldispatch's tools: files confined to the work directory, commands in an OS sandbox, web, memory and planning. Calls that change things may ask the user for approval first; a declined call says why.",
-            )
+            .with_instructions(self.instructions())
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {

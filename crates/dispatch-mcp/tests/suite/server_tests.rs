@@ -17,6 +17,7 @@ use std::sync::Arc;
 use dispatch_engine::{Engine, EngineConfig, Headless};
 use dispatch_mcp::server::{McpServer, ToolSet, new_session_id};
 use pretty_assertions::assert_eq;
+use rmcp::ServerHandler;
 use serde_json::{Value, json};
 
 use crate::support::{missing, npm_bin};
@@ -517,4 +518,14 @@ fn tools_are_listed_with_hints_from_their_specs() {
         .collect();
     expected.sort();
     assert_eq!(names, expected);
+    // The model learns the other names from the instructions, as from a turn context.
+    let instructions = core.get_info().instructions.unwrap();
+    assert!(
+        instructions.contains("call through run_tool") && instructions.contains("read_files"),
+        "{instructions}"
+    );
+    assert!(
+        !instructions.contains("ask_user"),
+        "core tools are called directly"
+    );
 }
