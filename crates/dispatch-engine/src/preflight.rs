@@ -305,7 +305,7 @@ impl<'a> Preflight<'a> {
     fn schema_before_fetch(&mut self, call: &Candidate, pass: &mut Pass1) -> ControlFlow<Slot> {
         let name = &*call.name;
         let shown = pass.schema_shown.contains(name);
-        if !shown && !self.catalog().is_unmarked(name) {
+        if self.req.schemas_shown || (!shown && !self.catalog().is_unmarked(name)) {
             return ControlFlow::Continue(());
         }
         let target = if call.wrapped {
@@ -317,7 +317,7 @@ impl<'a> Preflight<'a> {
             "[{name}] tool schema below. Re-invoke {target} with the correct arguments — the previous call was made before its schema was fetched."
         );
         if !shown {
-            let (schema, _) = select_output(&self.registry, name, self.exclude);
+            let (schema, _) = select_output(self.registry, name, self.exclude);
             text.push('\n');
             text.push_str(&schema);
             pass.schema_shown.insert(name.to_string());
@@ -453,7 +453,7 @@ impl<'a> Preflight<'a> {
 
     fn catalog(&self) -> Catalog<'_> {
         Catalog {
-            registry: &self.registry,
+            registry: self.registry,
             provider: self.req.provider,
             exclude: self.exclude,
             client_tools: &self.req.client_tools,

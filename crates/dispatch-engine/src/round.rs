@@ -36,6 +36,9 @@ pub struct RoundRequest {
     pub exclude: Vec<String>,
     /// The whole run is allowed: the gate only applies deny rules.
     pub allow_all: bool,
+    /// The caller gave the model every tool's full schema (an MCP client lists them all with
+    /// `tools/list`), so no call waits for find_tools first.
+    pub schemas_shown: bool,
     pub cancel: CancellationToken,
     /// Live copy of every event as it happens.
     pub live: Option<Arc<dyn EventSink>>,
@@ -56,6 +59,7 @@ impl RoundRequest {
             client_tools: Vec::new(),
             exclude: Vec::new(),
             allow_all: false,
+            schemas_shown: false,
             cancel: CancellationToken::new(),
             live: None,
         }

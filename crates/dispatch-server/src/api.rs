@@ -211,6 +211,82 @@ async fn dispatch(
     run: String,
     work: Work,
 ) -> Result<RoundOutcome, ApiError> {
+    run_work(daemon, session, run, work)
+        .await?
+        .map_err(engine_error)
+}
+
+/// A round of another front end (the MCP endpoint), run as the API runs one: in a task of
+/// its own, on the session's feed (watchers and the console see it live), and stopped when
+/// the daemon's shutdown grace ends. `req.live` still gets every event. The outer error is
+/// the daemon's (shutting down, the task died); the inner one the engine's.
+pub async fn run_round(
+    daemon: &Arc<Daemon>,
+    req: RoundRequest,
+) -> Result<Result<RoundOutcome, EngineError>, ApiError> {
+    let (session, run) = (req.session.clone(), req.run.clone());
+    let cancel = req.cancel.clone();
+    run_linked(daemon, session, run, cancel, Work::Round(req)).await
+}
+
+/// [`run_round`] for answers to a parked run.
+pub async fn run_answer(
+    daemon: &Arc<Daemon>,
+    req: AnswerRequest,
+) -> Result<Result<RoundOutcome, EngineError>, ApiError> {
+    let session = req.request.session.clone();
+    // The run the answer resumes, for the watchers' RoundStarted (as `answer` finds it).
+    let run = daemon
+        .engine
+        .pending(&session)
+        .await
+        .ok()
+        .and_then(|tasks| tasks.into_iter().find(|t| t.task_hash == req.task))
+        .map(|t| t.run)
+        .unwrap_or_default();
+    let cancel = req.request.cancel.clone();
+    run_linked(daemon, session, run, cancel, Work::Answer(req)).await
+}
+
+/// Run `work`, cancelled by `cancel` or by the end of the daemon's shutdown grace.
+async fn run_linked(
+    daemon: &Arc<Daemon>,
+    session: String,
+    run: String,
+    cancel: tokio_util::sync::CancellationToken,
+    work: Work,
+) -> Result<Result<RoundOutcome, EngineError>, ApiError> {
+    let stop = daemon.stop_rounds.clone();
+    let link = tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => cancel.cancel(),
+            () = cancel.cancelled() => {}
+        }
+    });
+    let outcome = run_work(daemon, session, run, work).await;
+    link.abort();
+    outcome
+}
+
+/// Sends each event to both sinks: the session's feed and the caller's own.
+struct Tee(
+    Arc<dyn dispatch_engine::EventSink>,
+    Arc<dyn dispatch_engine::EventSink>,
+);
+
+impl dispatch_engine::EventSink for Tee {
+    fn send(&self, event: &Arc<dispatch_engine::Event>) {
+        self.0.send(event);
+        self.1.send(event);
+    }
+}
+
+async fn run_work(
+    daemon: &Arc<Daemon>,
+    session: String,
+    run: String,
+    work: Work,
+) -> Result<Result<RoundOutcome, EngineError>, ApiError> {
     if daemon.hub.closing() {
         return Err(ApiError::shutting_down());
     }
@@ -223,13 +299,17 @@ async fn dispatch(
         let held = daemon.engine.hold_session(&session).await;
         let feed = Arc::new(daemon.hub.start_round(&session, &run));
         let live: Arc<dyn dispatch_engine::EventSink> = feed.clone();
+        let with_own = |own: Option<Arc<dyn dispatch_engine::EventSink>>| match own {
+            Some(own) => Arc::new(Tee(live.clone(), own)) as Arc<dyn dispatch_engine::EventSink>,
+            None => live.clone(),
+        };
         let outcome = match work {
             Work::Round(mut req) => {
-                req.live = Some(live);
+                req.live = Some(with_own(req.live.take()));
                 held.round(req).await
             }
             Work::Answer(mut req) => {
-                req.request.live = Some(live);
+                req.request.live = Some(with_own(req.request.live.take()));
                 held.answer(req).await
             }
         };
@@ -244,12 +324,11 @@ async fn dispatch(
         daemon.hub.finish_round(&feed, committed, last_seq);
         outcome
     });
-    match task.await {
-        Ok(outcome) => outcome.map_err(engine_error),
-        Err(e) => Err(ApiError::internal(format!(
+    task.await.map_err(|e| {
+        ApiError::internal(format!(
             "the round stopped unexpectedly ({e}); its results were not committed — retry the round"
-        ))),
-    }
+        ))
+    })
 }
 
 fn respond(outcome: &RoundOutcome, provider: Provider, report: bool) -> Response {

@@ -124,6 +124,9 @@ pub struct Hub {
     confirm_timeout: Duration,
     /// Set when the daemon shuts down: waiting confirmations are declined, none are taken.
     closing: CancellationToken,
+    /// Sessions whose confirmations another confirmer answers: an MCP client that can ask
+    /// its user (elicitation) is asked instead of the console.
+    routes: Mutex<HashMap<String, Arc<dyn Confirmer>>>,
 }
 
 pub fn now_ms() -> u64 {
@@ -148,7 +151,23 @@ impl Hub {
             next_confirmation: AtomicU64::new(1),
             confirm_timeout,
             closing: CancellationToken::new(),
+            routes: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Let `confirmer` answer the confirmations of `session` until
+    /// [`Hub::unroute_confirmations`]; other sessions keep the hub.
+    pub fn route_confirmations(&self, session: &str, confirmer: Arc<dyn Confirmer>) {
+        lock(&self.routes).insert(session.to_string(), confirmer);
+    }
+
+    /// The hub answers `session`'s confirmations again.
+    pub fn unroute_confirmations(&self, session: &str) {
+        lock(&self.routes).remove(session);
+    }
+
+    fn route(&self, session: &str) -> Option<Arc<dyn Confirmer>> {
+        lock(&self.routes).get(session).cloned()
     }
 
     fn new_state(
@@ -485,6 +504,9 @@ impl Drop for Forget<'_> {
 #[async_trait]
 impl Confirmer for Hub {
     async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply {
+        if let Some(routed) = self.route(&request.session) {
+            return routed.confirm(request).await;
+        }
         let (tx, rx) = oneshot::channel();
         let n = self.next_confirmation.fetch_add(1, Ordering::Relaxed);
         let id = format!("cf-{n}");
@@ -516,7 +538,13 @@ impl Confirmer for Hub {
 
     /// Someone can approve only while a client watches this session, or every session.
     fn available(&self, request: &ConfirmRequest) -> bool {
-        !self.closing() && self.watched(&request.session)
+        if self.closing() {
+            return false;
+        }
+        match self.route(&request.session) {
+            Some(routed) => routed.available(request),
+            None => self.watched(&request.session),
+        }
     }
 
     fn unavailable_reason(&self) -> &str {

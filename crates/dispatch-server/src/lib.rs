@@ -72,6 +72,12 @@ impl Daemon {
 
 /// The whole API, the console, and the access rules in front of them.
 pub fn router(daemon: Arc<Daemon>, access: Access) -> Router {
+    router_with(daemon, access, Router::new())
+}
+
+/// [`router`] plus `extra` routes (the MCP endpoint, `/mcp`), behind the same access rules
+/// and body limit. The daemon takes them from its caller so that it does not depend on MCP.
+pub fn router_with(daemon: Arc<Daemon>, access: Access, extra: Router) -> Router {
     let api = Router::new()
         .route("/v1/health", get(api::health))
         .route("/v1/version", get(api::version))
@@ -91,7 +97,8 @@ pub fn router(daemon: Arc<Daemon>, access: Access) -> Router {
         .route("/console.js", get(console::script))
         .route("/console.css", get(console::style))
         .fallback(api::no_route)
-        .with_state(daemon);
+        .with_state(daemon)
+        .merge(extra);
     api.layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(access),
@@ -109,7 +116,18 @@ pub async fn serve(
     access: Access,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(daemon.clone(), access);
+    serve_with(listener, daemon, access, Router::new(), shutdown).await
+}
+
+/// [`serve`] with `extra` routes (see [`router_with`]).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    daemon: Arc<Daemon>,
+    access: Access,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router_with(daemon.clone(), access, extra);
     let hub = daemon.hub.clone();
     let stop_rounds = daemon.stop_rounds.clone();
     let grace = daemon.shutdown_grace;

@@ -4,6 +4,8 @@ mod bench;
 mod bench_http;
 mod commands;
 mod config;
+mod mcp_cmd;
+mod mcp_list;
 mod serve;
 mod setup;
 mod store_cmd;
@@ -51,6 +53,9 @@ enum Command {
     Store(store_cmd::StoreArgs),
     /// Trust a work directory, so its own .tooldispatch/rules apply (`--list`, `--remove DIR`).
     Trust(trust::TrustArgs),
+    /// Serve tooldispatch's tools to an MCP client on stdin/stdout (Claude Desktop, Claude
+    /// Code, Codex, …); `mcp list`: the configured MCP servers and how each one fared.
+    Mcp(mcp_cmd::McpArgs),
     /// Show the OS sandbox commands run in on this machine: mechanism, levels, limits, hidden
     /// paths (or why there is none).
     Sandbox(SandboxArgs),
@@ -244,6 +249,7 @@ fn main() -> ExitCode {
             Command::Answer(args) => commands::answer(args).await,
             Command::Store(args) => store_cmd::run(args).await,
             Command::Trust(args) => trust::run(args),
+            Command::Mcp(args) => mcp_cmd::run(args).await,
             Command::Sandbox(args) => commands::sandbox(args),
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))

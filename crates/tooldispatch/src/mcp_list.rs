@@ -10,7 +10,10 @@ pub async fn list(common: &Common, json: bool) -> Result<(), CliError> {
             .config
             .clone()
             .or_else(crate::config::default_path)
-            .map_or_else(|| "the config file".to_string(), |p| p.display().to_string());
+            .map_or_else(
+                || "the config file".to_string(),
+                |p| p.display().to_string(),
+            );
         if json {
             crate::print_line("[]");
         } else {

@@ -37,7 +37,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         }
     };
     let (engine, store) = setup::build(&args.common, None, &config, confirmer)?;
-    let mcp = setup::start_mcp(
+    let mcp_clients = setup::start_mcp(
         &config,
         &engine,
         store.as_ref(),
@@ -82,7 +82,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let engine = Arc::new(engine);
     // An MCP server that restarts, dies or changes its tool list changes the tools of the
     // rounds that start afterwards.
-    let mcp_watch = mcp.map(|clients| {
+    let mcp_watch = mcp_clients.map(|clients| {
         let engine = engine.clone();
         tokio::spawn(async move {
             loop {
@@ -91,14 +91,25 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             }
         })
     });
-    let daemon = Daemon::new(engine, hub, store);
+    let daemon = Daemon::new(engine.clone(), hub, store);
+    // `/mcp`: MCP clients over Streamable HTTP, behind the same access rules as the API. Their
+    // rounds run like the API's (on the session's feed, seen by the console); a client that
+    // can ask its user (elicitation) answers its own session's confirmations, the others are
+    // the hub's, as for any API session.
+    let mcp_server = dispatch_mcp::server::http_service(
+        engine,
+        dispatch_mcp::server::ToolSet::All,
+        Arc::new(McpHost(daemon.clone())),
+        daemon.stop_rounds.clone(),
+    );
+    let extra = axum::Router::new().route_service("/mcp", mcp_server);
     {
         // The first stdout line is the address, for scripts and tests that bind port 0.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on http://{local}").and_then(|_| out.flush());
     }
     eprintln!("tooldispatch: the web console is at http://{local}/");
-    let served = dispatch_server::serve(listener, daemon, access, async {
+    let served = dispatch_server::serve_with(listener, daemon, access, extra, async {
         crate::commands::stop_requested().await;
     })
     .await;
@@ -107,4 +118,31 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         watch.abort();
     }
     served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
+}
+
+/// The daemon as the host of the MCP sessions on `/mcp`.
+struct McpHost(Arc<Daemon>);
+
+#[async_trait::async_trait]
+impl dispatch_mcp::server::SessionHost for McpHost {
+    fn attach(&self, session: &str, confirmer: Arc<dyn Confirmer>) {
+        self.0.hub.route_confirmations(session, confirmer);
+    }
+    fn detach(&self, session: &str) {
+        self.0.hub.unroute_confirmations(session);
+    }
+    async fn run(
+        &self,
+        work: dispatch_mcp::server::Work,
+    ) -> Result<Result<dispatch_engine::RoundOutcome, dispatch_engine::EngineError>, String> {
+        let ran = match work {
+            dispatch_mcp::server::Work::Round(req) => {
+                dispatch_server::api::run_round(&self.0, req).await
+            }
+            dispatch_mcp::server::Work::Answer(req) => {
+                dispatch_server::api::run_answer(&self.0, req).await
+            }
+        };
+        ran.map_err(|e| e.message)
+    }
 }

@@ -777,3 +777,24 @@ async fn tools_replaced_between_rounds_take_effect_in_the_next_round() {
     let after = fx.round("s", "r3", Provider::OpenAi, wrapped_late()).await;
     assert_eq!(results(&after)[0].0, Status::NotFound);
 }
+
+/// A caller that showed the model every schema (an MCP client's tools/list) says so, and a
+/// first call runs at once instead of coming back with its schema.
+#[tokio::test]
+async fn a_caller_that_showed_every_schema_skips_the_fetch() {
+    let (tool, calls) = counted(spec("echo"), Behaviour::Echo);
+    let fx = fixture().tool(tool).build();
+    let mut request = RoundRequest::new(
+        "s",
+        "r",
+        Provider::ClaudeCode,
+        vec![call("a", "echo", r#"{"x": 1}"#)],
+    );
+    request.schemas_shown = true;
+    let out = fx.request(request).await;
+    assert_eq!(
+        results(&out),
+        vec![(Status::Ok, "[echo] echo:{\"x\":1}".to_string())]
+    );
+    assert_eq!(count(&calls), 1);
+}

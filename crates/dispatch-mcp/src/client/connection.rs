@@ -489,11 +489,14 @@ impl Connection {
         // Dropping this future (a timeout, a cancelled round) sends notifications/cancelled.
         match service.call_tool(params).await {
             Ok(result) => content::to_output(&serde_json::to_value(&result).unwrap_or(Value::Null)),
-            Err(ServiceError::TransportClosed) => Err(ToolError::failed(format!(
-                "the MCP server {} stopped while running {tool}{}; it is being restarted, so call the tool again in a few seconds",
-                self.name,
-                self.last_words()
-            ))),
+            Err(ServiceError::TransportClosed) => {
+                self.lost(&service);
+                Err(ToolError::failed(format!(
+                    "the MCP server {} stopped while running {tool}{}; it is being restarted, so call the tool again in a few seconds",
+                    self.name,
+                    self.last_words()
+                )))
+            }
             Err(ServiceError::McpError(e)) => Err(ToolError::failed(format!(
                 "the MCP server {} refused the call: {} (error {})",
                 self.name, e.message, e.code.0
@@ -573,6 +576,26 @@ async fn keep_last_lines(
     }
     if !line.is_empty() {
         push(&mut line);
+    }
+}
+
+impl Connection {
+    /// A call found the connection gone: say so at once (the supervisor notices too, and
+    /// restarts it), unless a newer connection has already replaced this one.
+    fn lost(&self, service: &Arc<Service>) {
+        let mut state = self.lock();
+        if state
+            .service
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, service))
+        {
+            state.phase = ServerState::Failed;
+            state.reason = Some("it stopped while running a call".into());
+            state.service = None;
+            state.tools.clear();
+            drop(state);
+            self.changed.notify_one();
+        }
     }
 }
 

@@ -430,6 +430,34 @@ async fn errors_images_progress_and_the_gate() {
     );
 }
 
+/// What tooldispatch tells a server about itself: roots (the work directory) and the
+/// elicitation capability, for which server-everything offers tools of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_are_the_work_directory() {
+    let Some(everything) = npm_server("mcp-server-everything", &[]) else {
+        assert!(missing("@modelcontextprotocol/server-everything"));
+        return;
+    };
+    let h = harness(vec![("everything", everything)]).await;
+    let names = h.tool_names("everything");
+    assert!(
+        names.contains(&"mcp__everything__get-roots-list".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"mcp__everything__trigger-elicitation-request".to_string()),
+        "{names:?}"
+    );
+    // No model to lend: the sampling tool is not offered.
+    assert!(
+        !names.contains(&"mcp__everything__trigger-sampling-request".to_string()),
+        "{names:?}"
+    );
+    let roots = h.ok("mcp__everything__get-roots-list", json!({})).await;
+    let workdir = h.dir.path().display().to_string();
+    assert!(roots.contains(&format!("file://{workdir}")), "{roots}");
+}
+
 /// trust_annotations lets a read-only-annotated tool run without asking; rules work on MCP
 /// names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

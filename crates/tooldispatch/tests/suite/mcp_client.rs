@@ -26,7 +26,9 @@ fn config(td: &Td) -> String {
 }
 
 fn store_secret(td: &Td, name: &str, value: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let store = dispatch_store::open(&format!("sqlite:{}", td.store_path().display())).unwrap();
         store.secret_set(name, value).await.unwrap();
@@ -38,15 +40,30 @@ fn mcp_list_says_how_each_server_fared() {
     let td = Td::new();
     store_secret(&td, "TOKEN", "tok-5f1e2d3c4b5a");
     let config = config(&td);
-    let output = td.cmd(&["mcp", "list", "--config", &config]).output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = td
+        .cmd(&["mcp", "list", "--config", &config])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines[0].starts_with("broken: failed (stdio, 0 tools): cannot start /nonexistent/mcp-server"), "{text}");
+    assert!(
+        lines[0]
+            .starts_with("broken: failed (stdio, 0 tools): cannot start /nonexistent/mcp-server"),
+        "{text}"
+    );
     assert_eq!(lines[1], "old: ready (stdio, protocol 2025-06-18, 2 tools)");
 
-    let json = stdout_json(&td.cmd(&["mcp", "list", "--json", "--config", &config]).output().unwrap());
+    let json = stdout_json(
+        &td.cmd(&["mcp", "list", "--json", "--config", &config])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(json[1]["name"], "old");
     assert_eq!(json[1]["state"], "ready");
     assert_eq!(json[1]["protocol_version"], "2025-06-18");
@@ -64,32 +81,82 @@ fn tools_and_rounds_use_the_servers_and_keep_their_secrets_out() {
     store_secret(&td, "TOKEN", "tok-5f1e2d3c4b5a");
     let config = config(&td);
     // tools: the server's tools in the turn context; the broken server in one stderr line.
-    let output = td.cmd(&["tools", "--session", "s", "--config", &config]).output().unwrap();
+    let output = td
+        .cmd(&["tools", "--session", "s", "--config", &config])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let tools = stdout_json(&output);
-    assert!(tools["turn_context"].as_str().unwrap().contains("mcp__old__add"), "{tools}");
+    assert!(
+        tools["turn_context"]
+            .as_str()
+            .unwrap()
+            .contains("mcp__old__add"),
+        "{tools}"
+    );
     let broken: Vec<&str> = stderr.lines().filter(|l| l.contains("broken")).collect();
     assert_eq!(broken.len(), 1, "{stderr}");
-    assert!(broken[0].starts_with("tooldispatch: MCP server broken: failed"), "{stderr}");
+    assert!(
+        broken[0].starts_with("tooldispatch: MCP server broken: failed"),
+        "{stderr}"
+    );
 
     // A round: the schema first, then the call. Headless, an MCP tool is declined…
-    td.round("s", "r1", &["--config", &config], &select("c1", "mcp__old__add"));
-    let call = openai(&[("c2", "run_tool", run_tool("mcp__old__add", json!({"a": 40, "b": 2})))]);
+    td.round(
+        "s",
+        "r1",
+        &["--config", &config],
+        &select("c1", "mcp__old__add"),
+    );
+    let call = openai(&[(
+        "c2",
+        "run_tool",
+        run_tool("mcp__old__add", json!({"a": 40, "b": 2})),
+    )]);
     let declined = td.round("s", "r1", &["--config", &config], &call);
-    assert!(declined[0]["content"].as_str().unwrap().contains("MCP server old"), "{declined}");
+    assert!(
+        declined[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server old"),
+        "{declined}"
+    );
     // …and approved, it runs on the server.
     let added = td.round("s", "r2", &["--config", &config, "--approve", "all"], &call);
     assert_eq!(added[0]["content"], "[mcp__old__add] 42");
 
     // The server got the stored secret in its env; what it says back is redacted.
-    td.round("s", "r3", &["--config", &config], &select("c3", "mcp__old__env"));
-    let env = openai(&[("c4", "run_tool", run_tool("mcp__old__env", json!({"name": "API_TOKEN"})))]);
+    td.round(
+        "s",
+        "r3",
+        &["--config", &config],
+        &select("c3", "mcp__old__env"),
+    );
+    let env = openai(&[(
+        "c4",
+        "run_tool",
+        run_tool("mcp__old__env", json!({"name": "API_TOKEN"})),
+    )]);
     let shown = td.round("s", "r3", &["--config", &config, "--approve", "all"], &env);
     assert_eq!(shown[0]["content"], "[mcp__old__env] [secret:TOKEN]");
     // Nothing of tooldispatch's own environment is passed on.
-    let mut cmd = td.cmd(&["round", "--session", "s", "--run", "r4", "--config", &config, "--approve", "all"]);
+    let mut cmd = td.cmd(&[
+        "round",
+        "--session",
+        "s",
+        "--run",
+        "r4",
+        "--config",
+        &config,
+        "--approve",
+        "all",
+    ]);
     cmd.env("OPENAI_API_KEY", "sk-not-for-servers");
-    let leaked = openai(&[("c5", "run_tool", run_tool("mcp__old__env", json!({"name": "OPENAI_API_KEY"})))]);
+    let leaked = openai(&[(
+        "c5",
+        "run_tool",
+        run_tool("mcp__old__env", json!({"name": "OPENAI_API_KEY"})),
+    )]);
     let out: Value = stdout_json(&cmd.write_stdin(leaked).output().unwrap());
     assert_eq!(out[0]["content"], "[mcp__old__env] (not set)");
 }
@@ -98,7 +165,10 @@ fn tools_and_rounds_use_the_servers_and_keep_their_secrets_out() {
 fn a_missing_secret_stops_that_server_only() {
     let td = Td::new();
     let config = config(&td);
-    let output = td.cmd(&["mcp", "list", "--config", &config]).output().unwrap();
+    let output = td
+        .cmd(&["mcp", "list", "--config", &config])
+        .output()
+        .unwrap();
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(

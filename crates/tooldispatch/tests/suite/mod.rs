@@ -7,6 +7,7 @@ mod daemon;
 mod examples;
 mod files;
 mod interactive;
+mod mcp_client;
 mod replay;
 mod sandbox;
 mod store;
