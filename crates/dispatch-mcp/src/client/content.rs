@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use super::clip;
 use dispatch_engine::{ToolError, ToolOutput};
 use serde_json::Value;
 
@@ -134,13 +135,6 @@ fn embedded_resource(resource: &Value) -> String {
             "[resource {uri} ({mime}): {} bytes of binary data, not shown]",
             decoded_len(str_of(resource, "blob"))
         ),
-    }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
     }
 }
 

@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::clip;
 use dispatch_engine::{Confirmer, Progress, Question};
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -162,13 +163,6 @@ impl ClientHandler for Handler {
             None => decline(),
         };
         serde_json::from_value(reply).map_err(|e| ErrorData::internal_error(e.to_string(), None))
-    }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
     }
 }
 

@@ -105,6 +105,15 @@ impl ServerStatus {
     }
 }
 
+/// `text` cut to `max` characters, with `…` when cut: a server's words go into the model's
+/// prompt and the event log, so none of them is taken whole.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
 /// The configured MCP servers, running.
 pub struct McpClients {
     connections: Vec<Arc<Connection>>,

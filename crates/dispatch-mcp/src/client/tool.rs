@@ -9,6 +9,7 @@ use dispatch_engine::{
 };
 use serde_json::Value;
 
+use super::clip;
 use super::config::ServerConfig;
 use super::connection::Connection;
 
@@ -167,13 +168,6 @@ fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -23,11 +23,18 @@ use crate::support::{missing, npm_bin};
 
 /// The `tooldispatch` binary of this build (`cargo test --workspace` builds it beside this
 /// test's own executable), or `None` when it has not been built.
+/// The `tooldispatch` binary `cargo test --workspace` built beside this test; `None` (after
+/// [`missing`] says so, or fails under TOOLDISPATCH_REQUIRE_MCP=1) when it was not built.
 fn tooldispatch_bin() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    // target/debug/deps/main-HASH → target/debug/tooldispatch
-    let bin = exe.parent()?.parent()?.join("tooldispatch");
-    bin.is_file().then_some(bin)
+    // target/debug/deps/suite-HASH → target/debug/tooldispatch
+    let bin = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("tooldispatch")))
+        .filter(|bin| bin.is_file());
+    if bin.is_none() {
+        missing("the tooldispatch binary (cargo build -p tooldispatch)");
+    }
+    bin
 }
 
 fn clients_dir() -> PathBuf {
@@ -285,10 +292,7 @@ fn python_sdk_client_over_stdio() {
         return;
     }
     let Some(bin) = tooldispatch_bin() else {
-        if missing("the tooldispatch binary (cargo build -p tooldispatch)") {
-            return;
-        }
-        unreachable!()
+        return;
     };
     let fixture = Fixture::new();
     let mut server = vec!["--".to_string()];
@@ -308,10 +312,7 @@ fn typescript_sdk_client_over_stdio() {
         return;
     }
     let Some(bin) = tooldispatch_bin() else {
-        if missing("the tooldispatch binary (cargo build -p tooldispatch)") {
-            return;
-        }
-        unreachable!()
+        return;
     };
     let fixture = Fixture::new();
     let mut server = vec!["--".to_string()];
@@ -325,10 +326,7 @@ fn python_sdk_client_over_http() {
         return;
     }
     let Some(bin) = tooldispatch_bin() else {
-        if missing("the tooldispatch binary (cargo build -p tooldispatch)") {
-            return;
-        }
-        unreachable!()
+        return;
     };
     let fixture = Fixture::new();
     let daemon = fixture.start_daemon(&bin);
@@ -356,10 +354,7 @@ fn typescript_sdk_client_over_http() {
         return;
     }
     let Some(bin) = tooldispatch_bin() else {
-        if missing("the tooldispatch binary (cargo build -p tooldispatch)") {
-            return;
-        }
-        unreachable!()
+        return;
     };
     let fixture = Fixture::new();
     let daemon = fixture.start_daemon(&bin);
@@ -403,10 +398,7 @@ fn http_status(base: &str, request_head: &str, body: &str) -> u16 {
 #[test]
 fn mcp_endpoint_refuses_cross_origin_and_foreign_host_requests() {
     let Some(bin) = tooldispatch_bin() else {
-        if missing("the tooldispatch binary (cargo build -p tooldispatch)") {
-            return;
-        }
-        unreachable!()
+        return;
     };
     let fixture = Fixture::new();
     let daemon = fixture.start_daemon(&bin);
