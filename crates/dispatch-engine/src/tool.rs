@@ -222,6 +222,16 @@ pub(crate) struct ProgressState {
 const PARTIAL_CAP: usize = 8 * 1024;
 
 impl Progress {
+    /// A sign of life without an event: the idle timeout starts again (a call waiting on the
+    /// user, or progress too frequent to show).
+    pub fn touch(&self) {
+        if !self.state.done.load(Ordering::Relaxed) {
+            self.state
+                .last_activity
+                .store(self.log.elapsed_nanos(), Ordering::Relaxed);
+        }
+    }
+
     pub fn emit(&self, text: impl Into<String>) {
         if self.state.done.load(Ordering::Relaxed) {
             return;

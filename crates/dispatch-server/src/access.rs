@@ -195,11 +195,14 @@ pub async fn guard(
         let h = response.headers_mut();
         h.insert(
             header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST"),
+            // DELETE ends an MCP session on /mcp.
+            HeaderValue::from_static("GET, POST, DELETE"),
         );
         h.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("authorization, content-type, last-event-id"),
+            HeaderValue::from_static(
+                "authorization, content-type, last-event-id, mcp-session-id, mcp-protocol-version",
+            ),
         );
         h.insert(
             header::ACCESS_CONTROL_MAX_AGE,
@@ -220,7 +223,10 @@ fn cors_headers(headers: &mut HeaderMap, origin: Option<&str>) {
         headers.insert(header::VARY, HeaderValue::from_static("origin"));
         headers.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("x-tooldispatch-round, x-tooldispatch-pending"),
+            // The last one is the MCP session on /mcp, which a browser client must read back.
+            HeaderValue::from_static(
+                "x-tooldispatch-round, x-tooldispatch-pending, mcp-session-id",
+            ),
         );
     }
 }

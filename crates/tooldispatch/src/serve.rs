@@ -44,6 +44,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         args.common.store.as_deref(),
     )
     .await?;
+    setup::print_rule_lints(&engine);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .map_err(|e| CliError::failed(format!("cannot listen on {}: {e}", args.addr)))?;

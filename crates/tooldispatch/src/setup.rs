@@ -187,13 +187,22 @@ pub async fn engine(common: &Common, default_store: Option<&str>) -> Result<Setu
         Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
     };
     let (engine, store) = build(common, default_store, &config, confirmer)?;
-    let mcp = start_mcp(
-        &config,
-        &engine,
-        store.as_ref(),
-        common.store.as_deref().or(default_store),
-    )
-    .await?;
+    // Secrets for the servers' env and headers live in the user's store, also when this
+    // command keeps its own state in memory (replay, mcp list).
+    let secrets = match (&common.store, default_store) {
+        (None, Some(_))
+            if config
+                .mcp
+                .servers
+                .values()
+                .any(|s| !s.secret_names().is_empty()) =>
+        {
+            open_store(None, &config)?
+        }
+        _ => store,
+    };
+    let mcp = start_mcp(&config, &engine, secrets.as_ref(), common.store.as_deref()).await?;
+    print_rule_lints(&engine);
     Ok(Setup { engine, mcp })
 }
 
@@ -227,8 +236,25 @@ pub async fn start_mcp(
     }
     let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
     let sandbox = sandbox_config(config, store_file);
+    let workdir = engine.config().workdir.clone();
+    // A server starts in the work directory only when the user trusts it: launchers read the
+    // directory they start in (./node_modules/.bin, python -m imports, uv.toml), and a cloned
+    // repository must not choose what runs.
+    let start_dir = if engine.config().trust_workdir {
+        workdir.clone()
+    } else {
+        let dir = data_dir().join("mcp-start");
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            CliError::failed(format!(
+                "cannot create {}, where MCP servers start: {e}",
+                dir.display()
+            ))
+        })?;
+        dir
+    };
     let options = dispatch_mcp::client::ClientOptions {
-        workdir: engine.config().workdir.clone(),
+        workdir,
+        start_dir,
         sandbox: sandbox.sandbox(),
         hidden: sandbox.hidden.clone(),
     };
@@ -285,8 +311,13 @@ pub fn build(
         .with_file_history(store.clone())
         .with_chat_history(store.clone())
         .with_secrets(store.clone());
+    Ok((engine, store))
+}
+
+/// Problems in the work directory's rules file, on stderr; after the MCP servers' tools are
+/// registered, so a rule naming one of them is not reported as naming no tool.
+pub fn print_rule_lints(engine: &Engine) {
     for lint in engine.rule_lints() {
         eprintln!("tooldispatch: .tooldispatch/rules: {}", lint.message);
     }
-    Ok((engine, store))
 }

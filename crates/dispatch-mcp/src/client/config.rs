@@ -148,12 +148,14 @@ impl ServerConfig {
         }
     }
 
+    /// `timeout_s`, between 1 s and a day.
     pub fn timeout(&self) -> Duration {
-        Duration::from_secs(self.timeout_s.max(1))
+        Duration::from_secs(self.timeout_s.clamp(1, 86_400))
     }
 
+    /// `startup_timeout_s`, between 1 s and ten minutes.
     pub fn startup_timeout(&self) -> Duration {
-        Duration::from_secs(self.startup_timeout_s.max(1))
+        Duration::from_secs(self.startup_timeout_s.clamp(1, 600))
     }
 
     /// Every `{{secret:NAME}}` the entry's env and headers refer to.
@@ -181,7 +183,7 @@ impl ServerConfig {
             for secret in references(value) {
                 let Some(found) = lookup(&secret) else {
                     return Err(format!(
-                        "[mcp.servers.{name}] needs the stored secret {secret}, which is not set (store it with the store_secret tool)"
+                        "[mcp.servers.{name}] needs the stored secret {secret}, which is not set in this store (the store_secret tool stores one: the model calls it and the user types the value)"
                     ));
                 };
                 out = out.replace(&format!("{{{{secret:{secret}}}}}"), &found);

@@ -23,7 +23,9 @@ use super::{ClientOptions, ServerState, ServerStatus, content};
 type Service = RunningService<RoleClient, Handler>;
 
 /// Tools kept from one server: its list goes into every prompt's turn context.
-const MAX_TOOLS: usize = 500;
+const MAX_TOOLS: usize = 200;
+/// Pages of `tools/list` read from one server.
+const MAX_PAGES: usize = 20;
 /// Lines of a stdio server's stderr kept to explain why it failed.
 const STDERR_LINES: usize = 12;
 /// The longest wait between two restarts.
@@ -178,7 +180,8 @@ impl Connection {
             {
                 let mut state = self.lock();
                 state.phase = ServerState::Failed;
-                state.tools.clear();
+                // Tools it listed before stay registered: a call then says the server is
+                // down and why, instead of "no such tool".
                 state.service = None;
                 // Retried below while the process lives (the daemon); a one-shot command
                 // only needs to know why.
@@ -201,6 +204,7 @@ impl Connection {
     async fn connect(&self) -> Result<(Service, Option<Child>), String> {
         let handler = Handler {
             shared: self.shared.clone(),
+            server: self.name.clone(),
             root_uri: format!("file://{}", self.options.workdir.display()),
         };
         // Probe with the newest revision's discovery, fall back to `initialize` for servers
@@ -266,7 +270,7 @@ impl Connection {
     fn spawn(&self, command: &str, args: &[String]) -> Result<Child, String> {
         let cwd = match &self.config.cwd {
             Some(dir) => self.options.workdir.join(dir),
-            None => self.options.workdir.clone(),
+            None => self.options.start_dir.clone(),
         };
         let mut cgroup = None;
         let mut cmd = if self.config.sandbox {
@@ -325,22 +329,14 @@ impl Connection {
             .peer()
             .peer_info()
             .map(|info| info.protocol_version.to_string());
-        let listed = tokio::time::timeout(
-            self.config.startup_timeout(),
-            service.peer().list_all_tools(),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "did not answer tools/list within {} s",
-                self.config.startup_timeout().as_secs()
-            )
-        })?
-        .map_err(|e| format!("tools/list failed: {e}"))?;
-        let listed: Vec<Value> = listed
-            .iter()
-            .map(|tool| serde_json::to_value(tool).unwrap_or(Value::Null))
-            .collect();
+        let listed = tokio::time::timeout(self.config.startup_timeout(), list_tools(service))
+            .await
+            .map_err(|_| {
+                format!(
+                    "did not answer tools/list within {} s",
+                    self.config.startup_timeout().as_secs()
+                )
+            })??;
         let (tools, refused) = adopt(&self.name, &self.config, &listed, &self.me);
         let mut state = self.lock();
         state.phase = ServerState::Ready;
@@ -509,6 +505,33 @@ impl Connection {
     }
 }
 
+/// Pages of `tools/list` until the list ends or holds more tools than are kept (a server
+/// could page forever).
+async fn list_tools(service: &Service) -> Result<Vec<Value>, String> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .take()
+            .and_then(|c| serde_json::from_value(serde_json::json!({"cursor": c})).ok());
+        let page = service
+            .peer()
+            .list_tools(params)
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        tools.extend(
+            page.tools
+                .iter()
+                .map(|tool| serde_json::to_value(tool).unwrap_or(Value::Null)),
+        );
+        match page.next_cursor {
+            Some(next) if tools.len() <= MAX_TOOLS => cursor = Some(next),
+            _ => break,
+        }
+    }
+    Ok(tools)
+}
+
 /// The listed tools (JSON, as on the wire) as ours, and the ones that cannot be used, each
 /// with the reason: a name or schema the registry refuses, or two tools whose names clash
 /// once made into tool names.
@@ -558,7 +581,12 @@ async fn keep_last_lines(
             if kept.len() == STDERR_LINES {
                 kept.pop_front();
             }
-            kept.push_back(String::from_utf8_lossy(line).into_owned());
+            // Control characters (C0 and C1) could drive the terminal these lines reach.
+            let text: String = String::from_utf8_lossy(line)
+                .chars()
+                .filter(|c| *c == '\t' || !c.is_control())
+                .collect();
+            kept.push_back(text);
         }
         line.clear();
     };
@@ -592,7 +620,6 @@ impl Connection {
             state.phase = ServerState::Failed;
             state.reason = Some("it stopped while running a call".into());
             state.service = None;
-            state.tools.clear();
             drop(state);
             self.changed.notify_one();
         }
@@ -617,15 +644,22 @@ async fn wait(child: &mut Option<Child>) -> String {
 
 /// Kill a stdio server and everything it started (its process group).
 fn kill(child: Option<Child>) {
-    let Some(mut child) = child else { return };
-    if let Some(pid) = child
-        .process
-        .id()
-        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-    {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    drop(child);
+}
+
+impl Drop for Child {
+    /// However the server's handle goes (stopped, timed out, the process ending), its whole
+    /// process group goes with it: `npx` or `uvx` is only the parent of the real server.
+    fn drop(&mut self) {
+        if let Some(pid) = self
+            .process
+            .id()
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.process.start_kill();
     }
-    let _ = child.process.start_kill();
 }
 
 /// The variables a stdio server gets besides its own `env`: enough to find programs, a

@@ -11,11 +11,17 @@ use super::clip;
 use dispatch_engine::{ToolError, ToolOutput};
 use serde_json::Value;
 
+/// Images kept from one result (they go into the stored transcript and the next request).
+const MAX_IMAGES: usize = 8;
+/// Bytes of image data (as `data:` URLs) kept from one result.
+const MAX_IMAGE_BYTES: usize = 8 * 1024 * 1024;
+
 /// The result of one call: the output, or a failure carrying the server's own words.
 pub fn to_output(result: &Value) -> Result<ToolOutput, ToolError> {
     let mut text = String::new();
     let mut images = Vec::new();
     let mut has_text = false;
+    let mut image_bytes = 0;
     for block in result
         .get("content")
         .and_then(Value::as_array)
@@ -28,10 +34,19 @@ pub fn to_output(result: &Value) -> Result<ToolOutput, ToolError> {
                 str_of(block, "text").to_string()
             }
             "image" => match image_url(block) {
-                Some(url) => {
+                Some(url)
+                    if images.len() < MAX_IMAGES && image_bytes + url.len() <= MAX_IMAGE_BYTES =>
+                {
+                    image_bytes += url.len();
                     images.push(url);
                     continue;
                 }
+                Some(_) => format!(
+                    "[image of type {}, {} bytes, left out: a result keeps at most {MAX_IMAGES} images and {} MiB of them]",
+                    str_or(block, "mimeType", "unknown"),
+                    decoded_len(str_of(block, "data")),
+                    MAX_IMAGE_BYTES / (1024 * 1024)
+                ),
                 None => format!(
                     "[image of type {} that could not be read: its data is not base64]",
                     str_or(block, "mimeType", "unknown")
@@ -165,6 +180,20 @@ mod tests {
              [resource link] file:///a.txt — a.txt (text/plain)\n\
              [resource mem://x (text/plain)]\ninside\n\
              [resource mem://y (unknown type): 3 bytes of binary data, not shown]"
+        );
+    }
+
+    #[test]
+    fn images_beyond_the_cap_are_described() {
+        let image = json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"});
+        let blocks: Vec<Value> = (0..MAX_IMAGES + 2).map(|_| image.clone()).collect();
+        let out = to_output(&json!({"content": blocks})).unwrap();
+        assert_eq!(out.images.len(), MAX_IMAGES);
+        assert_eq!(
+            out.text.lines().filter(|l| l.contains("left out")).count(),
+            2,
+            "{}",
+            out.text
         );
     }
 

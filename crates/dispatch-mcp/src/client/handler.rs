@@ -26,6 +26,8 @@ const MAX_PROGRESS_EVENTS: usize = 500;
 const PROGRESS_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 /// Questions a server may put to the user during one call.
 const MAX_ELICITATIONS: usize = 5;
+/// Fields of one form put to the user.
+const MAX_FIELDS: usize = 10;
 
 /// The call running on a server now, if any.
 #[derive(Clone)]
@@ -69,12 +71,33 @@ impl CurrentCall {
         Some(seen.progress_events == MAX_PROGRESS_EVENTS)
     }
 
+    /// Keep the call from timing out for want of progress until the returned guard drops
+    /// (while the user answers the server's questions).
+    fn keep_alive(&self) -> KeepAlive {
+        let progress = self.progress.clone();
+        KeepAlive(tokio::spawn(async move {
+            loop {
+                progress.touch();
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }))
+    }
+
     fn take_elicitation(&self) -> bool {
         let Ok(mut seen) = self.seen.lock() else {
             return false;
         };
         seen.elicitations += 1;
         seen.elicitations <= MAX_ELICITATIONS
+    }
+}
+
+/// Stops touching a call's progress when dropped.
+struct KeepAlive(tokio::task::JoinHandle<()>);
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -94,6 +117,8 @@ impl Shared {
 
 pub(crate) struct Handler {
     pub shared: Arc<Shared>,
+    /// The server's name, so the user knows who asks.
+    pub server: String,
     /// The work directory, offered as the one root.
     pub root_uri: String,
 }
@@ -120,6 +145,8 @@ impl ClientHandler for Handler {
             return;
         };
         let Some(last) = call.take_progress() else {
+            // Not shown, but the call is alive.
+            call.progress.touch();
             return;
         };
         let amount = match params.total {
@@ -159,7 +186,7 @@ impl ClientHandler for Handler {
     ) -> Result<ElicitResult, ErrorData> {
         let request = serde_json::to_value(&request).unwrap_or(Value::Null);
         let reply = match self.shared.current() {
-            Some(call) => elicit(&call, &request).await,
+            Some(call) => elicit(&call, &self.server, &request).await,
             None => decline(),
         };
         serde_json::from_value(reply).map_err(|e| ErrorData::internal_error(e.to_string(), None))
@@ -182,11 +209,13 @@ fn decline() -> Value {
 /// Ask the call's user the server's questions: one per field of the requested form, typed
 /// back as the form's schema says. Declined when no one can answer now (headless), when the
 /// user gives no answer, or for URL elicitation (tooldispatch opens no browser).
-async fn elicit(call: &CurrentCall, request: &Value) -> Value {
+async fn elicit(call: &CurrentCall, server: &str, request: &Value) -> Value {
     let message = request
         .get("message")
         .and_then(Value::as_str)
-        .unwrap_or("The MCP server asks for input");
+        .unwrap_or("(no message)");
+    let message = clip(message, 500);
+    let message = message.as_str();
     if !call.take_elicitation() {
         call.progress.emit(format!(
             "the server asked the user again ({message}); declined: a server may ask at most {MAX_ELICITATIONS} questions per call\n"
@@ -214,6 +243,19 @@ async fn elicit(call: &CurrentCall, request: &Value) -> Value {
         .and_then(Value::as_object)
         .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
+    if properties.len() > MAX_FIELDS {
+        call.progress.emit(format!(
+            "the server asked the user to fill in {} fields; declined: at most {MAX_FIELDS} are put to the user\n",
+            properties.len()
+        ));
+        return decline();
+    }
+    // The user must see who asks and where the answer goes: a server's form could pose as
+    // tooldispatch or the assistant asking for a credential.
+    let message = format!("The MCP server {server} asks: {message}");
+    let message = message.as_str();
+    // Waiting on the user is not the call going quiet.
+    let _alive = call.keep_alive();
     let questions: Vec<Question> = if properties.is_empty() {
         vec![Question {
             question: message.to_string(),
@@ -252,12 +294,17 @@ async fn elicit(call: &CurrentCall, request: &Value) -> Value {
 }
 
 fn field_question(message: &str, name: &str, field: &Value) -> Question {
-    let title = field.get("title").and_then(Value::as_str).unwrap_or(name);
-    let mut detail = field
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let title = clip(
+        field.get("title").and_then(Value::as_str).unwrap_or(name),
+        100,
+    );
+    let mut detail = clip(
+        field
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        500,
+    );
     let kind = field
         .get("type")
         .and_then(Value::as_str)
@@ -276,9 +323,13 @@ fn field_question(message: &str, name: &str, field: &Value) -> Question {
         }
         detail.push_str(&format!("(a {kind})"));
     }
+    if !detail.is_empty() {
+        detail.push(' ');
+    }
+    detail.push_str("(the answer goes to that MCP server)");
     Question {
         question: format!("{message} — {title}"),
-        detail: (!detail.is_empty()).then_some(detail),
+        detail: Some(detail),
         options,
         ..Question::default()
     }

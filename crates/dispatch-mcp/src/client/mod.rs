@@ -36,18 +36,26 @@ use connection::Connection;
 
 /// What every server shares: where it works, and the sandbox a `sandbox = true` server runs in.
 pub struct ClientOptions {
-    /// The work directory: a stdio server starts here (unless its `cwd` says otherwise) and
-    /// it is the one root offered to servers.
+    /// The work directory: the one root offered to servers, and where a server's relative
+    /// `cwd` starts.
     pub workdir: PathBuf,
+    /// Where a stdio server without `cwd` starts. Launchers read the directory they start in
+    /// (`npx` runs `./node_modules/.bin`, `python -m` imports from it, `uvx` reads its
+    /// `uv.toml`), so an untrusted work directory must not be it: the caller passes the work
+    /// directory only when the user trusts it, else an empty directory of its own.
+    pub start_dir: PathBuf,
     pub sandbox: Arc<dispatch_sandbox::Sandbox>,
     /// Paths hidden from a sandboxed server besides the sandbox's defaults (the store, its key).
     pub hidden: Vec<PathBuf>,
 }
 
 impl ClientOptions {
+    /// Options for a trusted work directory: servers start in it.
     pub fn new(workdir: impl Into<PathBuf>) -> Self {
+        let workdir = workdir.into();
         ClientOptions {
-            workdir: workdir.into(),
+            start_dir: workdir.clone(),
+            workdir,
             sandbox: dispatch_sandbox::Sandbox::shared(),
             hidden: Vec::new(),
         }
@@ -193,6 +201,15 @@ impl McpClients {
     /// Wait until some server's tools change (it started, restarted, died or said so).
     pub async fn changed(&self) {
         self.changed.notified().await;
+    }
+
+    /// Keep `engine`'s tools in step with the servers for as long as this runs (a long-lived
+    /// process spawns it beside its engine): each change reaches the next round.
+    pub async fn follow(&self, engine: &dispatch_engine::Engine) {
+        loop {
+            self.changed().await;
+            engine.update_registry(|registry| self.register_into(registry));
+        }
     }
 
     pub fn is_empty(&self) -> bool {

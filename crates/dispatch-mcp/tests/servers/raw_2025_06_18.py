@@ -1,7 +1,7 @@
 """A minimal MCP server written against the 2025-06-18 revision by hand (no SDK), on stdio.
 
-It knows `initialize`, `ping`, `tools/list` and `tools/call` (`add`, and `env`, which shows the
-value of one environment variable), answers every
+It knows `initialize`, `ping`, `tools/list` and `tools/call` (`add`; `cwd`, where it runs; and
+`env`, the value of one environment variable), answers every
 other request with "method not found" (so a client's newer discovery handshake falls back to
 `initialize`), and ignores notifications.
 """
@@ -16,6 +16,10 @@ TOOLS = [{
     "description": "Add two integers.",
     "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                     "required": ["a", "b"]},
+}, {
+    "name": "cwd",
+    "description": "The directory the server runs in.",
+    "inputSchema": {"type": "object", "properties": {}},
 }, {
     "name": "env",
     "description": "The value of one environment variable.",
@@ -52,6 +56,8 @@ for line in sys.stdin:
     elif method == "tools/call" and params.get("name") == "add":
         args = params.get("arguments") or {}
         answer(id, {"content": [{"type": "text", "text": str(args["a"] + args["b"])}]})
+    elif method == "tools/call" and params.get("name") == "cwd":
+        answer(id, {"content": [{"type": "text", "text": os.getcwd()}]})
     elif method == "tools/call" and params.get("name") == "env":
         value = os.environ.get((params.get("arguments") or {}).get("name", ""), "(not set)")
         answer(id, {"content": [{"type": "text", "text": value}]})

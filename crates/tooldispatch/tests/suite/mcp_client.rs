@@ -57,7 +57,7 @@ fn mcp_list_says_how_each_server_fared() {
             .starts_with("broken: failed (stdio, 0 tools): cannot start /nonexistent/mcp-server"),
         "{text}"
     );
-    assert_eq!(lines[1], "old: ready (stdio, protocol 2025-06-18, 2 tools)");
+    assert_eq!(lines[1], "old: ready (stdio, protocol 2025-06-18, 3 tools)");
 
     let json = stdout_json(
         &td.cmd(&["mcp", "list", "--json", "--config", &config])
@@ -67,7 +67,7 @@ fn mcp_list_says_how_each_server_fared() {
     assert_eq!(json[1]["name"], "old");
     assert_eq!(json[1]["state"], "ready");
     assert_eq!(json[1]["protocol_version"], "2025-06-18");
-    assert_eq!(json[1]["tools"], 2);
+    assert_eq!(json[1]["tools"], 3);
     assert_eq!(json[0]["state"], "failed");
 
     // Without servers it says where to add one.
@@ -172,7 +172,54 @@ fn a_missing_secret_stops_that_server_only() {
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
-        text.contains("old: failed (stdio, 0 tools): [mcp.servers.old] needs the stored secret TOKEN, which is not set (store it with the store_secret tool)"),
+        text.contains("old: failed (stdio, 0 tools): [mcp.servers.old] needs the stored secret TOKEN, which is not set in this store (the store_secret tool stores one: the model calls it and the user types the value)"),
         "{text}"
     );
+}
+
+/// A server starts in the work directory only when the user trusts it (a cloned repository's
+/// node_modules or python modules must not choose what runs); rules may name its tools.
+#[test]
+fn servers_start_in_the_work_directory_only_when_it_is_trusted() {
+    let td = Td::new();
+    store_secret(&td, "TOKEN", "tok-5f1e2d3c4b5a");
+    let config = config(&td);
+    let cwd = |td: &Td, run: &str| -> (String, String) {
+        td.round(
+            "s",
+            run,
+            &["--config", &config],
+            &select("c1", "mcp__old__cwd"),
+        );
+        let call = openai(&[("c2", "run_tool", run_tool("mcp__old__cwd", json!({})))]);
+        let output = td
+            .cmd(&[
+                "round",
+                "--session",
+                "s",
+                "--run",
+                run,
+                "--config",
+                &config,
+                "--approve",
+                "all",
+            ])
+            .write_stdin(call)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let out = stdout_json(&output);
+        let text = out[0]["content"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("[mcp__old__cwd] ");
+        (text.to_string(), stderr)
+    };
+    let (untrusted, _) = cwd(&td, "r1");
+    assert!(untrusted.ends_with("tooldispatch/mcp-start"), "{untrusted}");
+    // Trusted, with a rule naming an MCP tool: no lint says it names no tool.
+    td.rules("allow mcp__old__*\n");
+    let (trusted, stderr) = cwd(&td, "r2");
+    assert_eq!(trusted, td.workdir().display().to_string());
+    assert!(!stderr.contains("rules:"), "{stderr}");
 }
