@@ -82,24 +82,9 @@ pub async fn run(args: McpArgs) -> Result<(), CliError> {
         Some(elicitation) => elicitation.clone(),
         None => Arc::new(ApproveAll),
     };
-    let (engine, store) = setup::build(&args.common, None, &config, confirmer)?;
-    // The configured MCP servers' tools are offered too, behind the same gate; kept running
-    // while this server runs.
-    let mcp_clients = setup::start_mcp(
-        &config,
-        &engine,
-        store.as_ref(),
-        args.common.store.as_deref(),
-    )
-    .await?;
-    setup::print_rule_lints(&engine);
-    let engine = Arc::new(engine);
-    // Servers that start late, restart or change their tools change what is listed and
-    // callable from then on.
-    let _follow = mcp_clients.map(|clients| {
-        let engine = engine.clone();
-        AbortOnDrop(tokio::spawn(async move { clients.follow(&engine).await }))
-    });
+    // The configured MCP servers' tools are offered too, behind the same gate, while this
+    // server runs.
+    let (engine, _store, _following) = setup::long_lived(&args.common, &config, confirmer).await?;
     let session = args.session.clone().unwrap_or_else(new_session_id);
     let tools = match args.tools {
         Tools::All => ToolSet::All,
@@ -116,13 +101,4 @@ pub async fn run(args: McpArgs) -> Result<(), CliError> {
     dispatch_mcp::server::serve_stdio(server)
         .await
         .map_err(|e| CliError::failed(e.to_string()))
-}
-
-/// Stops the task (and so the MCP servers it holds) when the command ends.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

@@ -36,15 +36,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             ));
         }
     };
-    let (engine, store) = setup::build(&args.common, None, &config, confirmer)?;
-    let mcp_clients = setup::start_mcp(
-        &config,
-        &engine,
-        store.as_ref(),
-        args.common.store.as_deref(),
-    )
-    .await?;
-    setup::print_rule_lints(&engine);
+    let (engine, store, _following) = setup::long_lived(&args.common, &config, confirmer).await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .map_err(|e| CliError::failed(format!("cannot listen on {}: {e}", args.addr)))?;
@@ -80,18 +72,6 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let sweeper = dispatch_store::spawn_sweeper(store.clone(), dispatch_store::SWEEP_EVERY, |e| {
         eprintln!("tooldispatch: the cache sweep failed (retried in 10 min): {e}");
     });
-    let engine = Arc::new(engine);
-    // An MCP server that restarts, dies or changes its tool list changes the tools of the
-    // rounds that start afterwards.
-    let mcp_watch = mcp_clients.map(|clients| {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            loop {
-                clients.changed().await;
-                engine.update_registry(|registry| clients.register_into(registry));
-            }
-        })
-    });
     let daemon = Daemon::new(engine.clone(), hub, store);
     // `/mcp`: MCP clients over Streamable HTTP, behind the same access rules as the API. Their
     // rounds run like the API's (on the session's feed, seen by the console); a client that
@@ -115,9 +95,6 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     })
     .await;
     sweeper.abort();
-    if let Some(watch) = mcp_watch {
-        watch.abort();
-    }
     served.map_err(|e| CliError::failed(format!("the daemon stopped: {e}")))
 }
 

@@ -314,6 +314,36 @@ pub fn build(
     Ok((engine, store))
 }
 
+/// The engine of a long-lived command (`serve`, `mcp`): built with this confirmer, the MCP
+/// servers started and their tools registered, and kept in step with them (a server that
+/// starts late, restarts or changes its tools) until the returned [`Following`] drops.
+pub async fn long_lived(
+    common: &Common,
+    config: &Config,
+    confirmer: Arc<dyn Confirmer>,
+) -> Result<(Arc<Engine>, Arc<dyn dispatch_store::Store>, Following), CliError> {
+    let (engine, store) = build(common, None, config, confirmer)?;
+    let clients = start_mcp(config, &engine, store.as_ref(), common.store.as_deref()).await?;
+    print_rule_lints(&engine);
+    let engine = Arc::new(engine);
+    let following = Following(clients.map(|clients| {
+        let engine = engine.clone();
+        tokio::spawn(async move { clients.follow(&engine).await })
+    }));
+    Ok((engine, store, following))
+}
+
+/// Keeps an engine's tools in step with its MCP servers; stops them when dropped.
+pub struct Following(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// Problems in the work directory's rules file, on stderr; after the MCP servers' tools are
 /// registered, so a rule naming one of them is not reported as naming no tool.
 pub fn print_rule_lints(engine: &Engine) {

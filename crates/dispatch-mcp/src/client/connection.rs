@@ -151,10 +151,13 @@ impl Connection {
                     let service = Arc::new(service);
                     match self.install(&service).await {
                         Ok(()) => {
+                            // Listening before anyone is told the server is up, so a change
+                            // made by the first call is not missed.
+                            let listener = self.listen_for_changes(&service).await;
                             if let Some(tx) = first.take() {
                                 let _ = tx.send(());
                             }
-                            let ended = self.watch(&service, child).await;
+                            let ended = self.watch(&service, child, listener).await;
                             self.lock().service = None;
                             if self.stop.is_cancelled() {
                                 return;
@@ -352,8 +355,12 @@ impl Connection {
 
     /// Serve until the server dies or we stop; refresh the tools when it says they changed.
     /// Returns why it ended.
-    async fn watch(&self, service: &Arc<Service>, mut child: Option<Child>) -> String {
-        let listener = self.listen_for_changes(service).await;
+    async fn watch(
+        &self,
+        service: &Arc<Service>,
+        mut child: Option<Child>,
+        listener: Option<tokio::task::JoinHandle<()>>,
+    ) -> String {
         let ended = self.serve(service, &mut child).await;
         if let Some(listener) = listener {
             listener.abort();
@@ -375,7 +382,12 @@ impl Connection {
         let filter = rmcp::model::SubscriptionFilter::builder()
             .tools_list_changed()
             .build();
-        let mut subscription = service.peer().listen(filter).await.ok()?;
+        // A server that never acknowledges must not hold up the start.
+        let mut subscription =
+            tokio::time::timeout(self.config.startup_timeout(), service.peer().listen(filter))
+                .await
+                .ok()?
+                .ok()?;
         let shared = self.shared.clone();
         Some(tokio::spawn(async move {
             // Only tool-list changes were asked for, so every notification is one.

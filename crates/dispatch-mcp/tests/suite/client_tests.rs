@@ -785,15 +785,23 @@ async fn a_changed_tool_list_is_picked_up() {
     }
     let h = harness(vec![("odd", misbehaving("normal"))]).await;
     assert!(!h.tool_names("odd").contains(&"mcp__odd__late".to_string()));
-    h.ok("mcp__odd__add_tool", json!({})).await;
-    assert!(
-        h.wait_until(Duration::from_secs(10), |h| h
-            .tool_names("odd")
-            .contains(&"mcp__odd__late".to_string()))
-            .await,
-        "{:?}",
-        h.tool_names("odd")
-    );
+    // As the daemon and `tooldispatch mcp` do: follow the servers' changes, nothing else
+    // re-registers the tools here.
+    let appeared = async {
+        h.ok("mcp__odd__add_tool", json!({})).await;
+        for _ in 0..100 {
+            if h.tool_names("odd").contains(&"mcp__odd__late".to_string()) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    };
+    let appeared = tokio::select! {
+        () = h.clients.follow(&h.engine) => unreachable!("follow returns only when dropped"),
+        appeared = appeared => appeared,
+    };
+    assert!(appeared, "{:?}", h.tool_names("odd"));
     assert_eq!(h.ok("mcp__odd__late", json!({})).await, "late and present");
 }
 
