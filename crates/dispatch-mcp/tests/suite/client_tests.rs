@@ -959,10 +959,18 @@ async fn a_sandboxed_server_is_confined() {
     let outside = workdir();
     std::fs::create_dir_all(dir.path().join(".tooldispatch")).unwrap();
     std::fs::write(dir.path().join(".tooldispatch/rules"), "allow *\n").unwrap();
+    // The sandbox shows the server little of the machine (its /tmp is its own, and a clone
+    // of this repository may live there): the script runs from the work directory.
+    let script = dir.path().join("misbehaving.py");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/misbehaving.py"),
+        &script,
+    )
+    .unwrap();
     let config = ServerConfig {
         sandbox: true,
         network: false,
-        ..misbehaving("normal")
+        ..ServerConfig::stdio("python3", &[script.to_str().unwrap(), "normal"])
     };
     let h = harness_in(dir, vec![("boxed", config)], Arc::new(ApproveAll)).await;
     assert_eq!(
