@@ -273,6 +273,12 @@ impl Connection {
     fn spawn(&self, command: &str, args: &[String]) -> Result<Child, String> {
         let cwd = match &self.config.cwd {
             Some(dir) => self.options.workdir.join(dir),
+            // Our own start directory lies in the data directory, which the sandbox hides; a
+            // sandboxed server outside a trusted work directory starts at `/`, where it can
+            // write nothing.
+            None if self.config.sandbox && self.options.start_dir != self.options.workdir => {
+                PathBuf::from("/")
+            }
             None => self.options.start_dir.clone(),
         };
         let mut cgroup = None;

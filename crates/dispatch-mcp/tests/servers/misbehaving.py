@@ -136,6 +136,12 @@ def read(path: str) -> str:
 
 
 @server.tool()
+def cwd() -> str:
+    """The directory the server runs in."""
+    return os.getcwd()
+
+
+@server.tool()
 def starts() -> str:
     """How often this server was started."""
     if not starts_file:

@@ -999,4 +999,23 @@ async fn a_sandboxed_server_is_confined() {
         )
         .await;
     assert!(hidden.starts_with("refused"), "{hidden}");
+    assert_eq!(
+        h.ok("mcp__boxed__cwd", json!({})).await,
+        h.dir.path().display().to_string()
+    );
+
+    // Outside a trusted work directory a server without `cwd` starts in our own directory,
+    // which the sandbox hides: a sandboxed one starts at `/` instead, and still runs.
+    let mut options = ClientOptions::new(h.dir.path());
+    options.start_dir = outside.path().to_path_buf();
+    let untrusted = ServerConfig {
+        sandbox: true,
+        network: false,
+        ..ServerConfig::stdio("python3", &[script.to_str().unwrap(), "normal"])
+    };
+    let clients = McpClients::start([("boxed".to_string(), untrusted)], options).await;
+    h.engine.update_registry(|r| clients.register_into(r));
+    let status = clients.statuses().remove(0);
+    assert_eq!(status.state, ServerState::Ready, "{}", status.line());
+    assert_eq!(h.ok("mcp__boxed__cwd", json!({})).await, "/");
 }
