@@ -845,20 +845,16 @@ async fn timed_out_and_cancelled_calls_are_cancelled_on_the_server() {
     );
     assert!(!h.ok("mcp__odd__starts", json!({})).await.is_empty());
 
-    // The round is cancelled half a second into the call.
+    // The round is cancelled once the call is running on the server (its first progress).
     h.round("find_tools", json!({"query": "select:mcp__odd__slow"}))
         .await;
     let call = RawCall {
         id: "cancelled".into(),
         name: "run_tool".into(),
-        arguments: json!({"name": "mcp__odd__slow", "args": {"seconds": 0.8}}).to_string(),
+        arguments: json!({"name": "mcp__odd__slow", "args": {"seconds": 2.4}}).to_string(),
     };
-    let request = RoundRequest::new("s", "cancelled-run", Provider::OpenAi, vec![call]);
-    let cancel = request.cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        cancel.cancel();
-    });
+    let mut request = RoundRequest::new("s", "cancelled-run", Provider::OpenAi, vec![call]);
+    request.live = Some(Arc::new(CancelOnProgress(request.cancel.clone())));
     assert!(
         h.engine.round(request).await.is_err(),
         "a cancelled round commits nothing"
@@ -874,6 +870,17 @@ async fn timed_out_and_cancelled_calls_are_cancelled_on_the_server() {
             .await
             .contains("slept")
     );
+}
+
+/// Cancels a round at its first progress event, as Ctrl-C would mid-call.
+struct CancelOnProgress(tokio_util::sync::CancellationToken);
+
+impl dispatch_engine::EventSink for CancelOnProgress {
+    fn send(&self, event: &Arc<dispatch_engine::Event>) {
+        if serde_json::to_value(&**event).is_ok_and(|e| e["type"] == "ToolProgress") {
+            self.0.cancel();
+        }
+    }
 }
 
 /// A Streamable HTTP server (server-everything in its streamableHttp mode).
