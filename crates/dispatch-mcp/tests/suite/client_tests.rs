@@ -42,7 +42,14 @@ async fn harness_in(
     register_system_tools(&mut registry).unwrap();
     let store = dispatch_store::open("memory:").unwrap();
     let engine = Engine::new(registry, store, confirmer, EngineConfig::new(dir.path())).unwrap();
-    let servers = servers.into_iter().map(|(n, c)| (n.to_string(), c));
+    // Room for a loaded CI machine starting several servers at once; a test that is about
+    // the start-up limit sets its own.
+    let servers = servers.into_iter().map(|(n, mut c)| {
+        if c.startup_timeout_s == ServerConfig::stdio("x", &[]).startup_timeout_s {
+            c.startup_timeout_s = 30;
+        }
+        (n.to_string(), c)
+    });
     let clients = McpClients::start(servers, ClientOptions::new(dir.path())).await;
     engine.update_registry(|registry| clients.register_into(registry));
     Harness {
