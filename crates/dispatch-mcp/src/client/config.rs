@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dispatch_engine::subject::secret_references;
 use serde::Deserialize;
 
 /// One configured server, as written in the config file.
@@ -160,15 +161,8 @@ impl ServerConfig {
 
     /// Every `{{secret:NAME}}` the entry's env and headers refer to.
     pub fn secret_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .env
-            .values()
-            .chain(self.headers.values())
-            .flat_map(|v| references(v))
-            .collect();
-        names.sort();
-        names.dedup();
-        names
+        let values: Vec<&String> = self.env.values().chain(self.headers.values()).collect();
+        secret_references(&serde_json::json!(values))
     }
 
     /// The entry with each `{{secret:NAME}}` replaced by `lookup(NAME)`; a name without a
@@ -180,7 +174,7 @@ impl ServerConfig {
     ) -> Result<ServerConfig, String> {
         let fill = |value: &String| -> Result<String, String> {
             let mut out = value.clone();
-            for secret in references(value) {
+            for secret in secret_references(&serde_json::Value::String(value.clone())) {
                 let Some(found) = lookup(&secret) else {
                     return Err(format!(
                         "[mcp.servers.{name}] needs the stored secret {secret}, which is not set in this store (the store_secret tool stores one: the model calls it and the user types the value)"
@@ -216,18 +210,6 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "[mcp.servers.{name}]: a server name is 1-24 letters, digits, - and single _ (it becomes part of tool names mcp__<server>__<tool>)"
         ))
     }
-}
-
-fn references(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{secret:") {
-        let after = &rest[start + "{{secret:".len()..];
-        let Some(len) = after.find("}}") else { break };
-        found.push(after[..len].to_string());
-        rest = &after[len + 2..];
-    }
-    found
 }
 
 #[cfg(test)]

@@ -168,7 +168,7 @@ impl Connection {
                             ended
                         }
                         Err(e) => {
-                            kill(child);
+                            drop(child);
                             e
                         }
                     }
@@ -231,7 +231,7 @@ impl Connection {
                     Ok(service) => Ok((service, Some(child))),
                     Err(e) => {
                         let why = self.exit_words(&mut child).await;
-                        kill(Some(child));
+                        drop(child);
                         Err(format!("the MCP handshake failed: {e}{why}"))
                     }
                 }
@@ -371,7 +371,7 @@ impl Connection {
         if let Some(listener) = listener {
             listener.abort();
         }
-        kill(child);
+        drop(child);
         ended
     }
 
@@ -658,11 +658,6 @@ async fn wait(child: &mut Option<Child>) -> String {
         },
         None => std::future::pending().await,
     }
-}
-
-/// Kill a stdio server and everything it started (its process group).
-fn kill(child: Option<Child>) {
-    drop(child);
 }
 
 impl Drop for Child {

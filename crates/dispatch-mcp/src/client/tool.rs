@@ -154,14 +154,11 @@ pub(crate) fn local_name(server: &str, remote: &str) -> String {
     if name.len() <= MAX_NAME && cleaned == remote {
         return name;
     }
-    if name.len() <= MAX_NAME {
-        // Cleaned but short: a hash keeps `a.b` and `a/b` apart.
-        let tag = format!("_{:06x}", fnv(remote) & 0xff_ffff);
-        let keep = MAX_NAME - tag.len();
-        return format!("{}{tag}", &name[..name.len().min(keep)]);
-    }
+    // Cleaned or cut: a hash of the original keeps `a.b` and `a/b`, or two long names that
+    // share their first 57 characters, apart. The name is ASCII, so any cut is a boundary.
     let tag = format!("_{:06x}", fnv(remote) & 0xff_ffff);
-    format!("{}{tag}", &name[..MAX_NAME - tag.len()])
+    let keep = name.len().min(MAX_NAME - tag.len());
+    format!("{}{tag}", &name[..keep])
 }
 
 fn fnv(text: &str) -> u64 {
