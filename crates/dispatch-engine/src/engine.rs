@@ -1,7 +1,7 @@
 //! The engine: how it is set up, what it is built from, and the hold on a session that keeps
 //! one session's rounds from overlapping. A round itself is in [`crate::round`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -130,7 +130,26 @@ pub struct Engine {
     pub(crate) secrets: Option<Arc<dyn Secrets>>,
     /// The redactor of `secrets`, rebuilt only when they change.
     pub(crate) redaction: RedactorCache,
+    /// Where tools that can change between rounds come from (script tools on disk).
+    sources: Vec<Arc<dyn ToolSource>>,
+    /// Per session, the `Subject::ask_once` keys the user approved.
+    approved_once: Mutex<HashMap<String, HashSet<String>>>,
 }
+
+/// Tools kept outside the engine that can change while it runs (script tools on disk). The
+/// engine asks each source when a round starts, so an edited definition is used by the next
+/// round and never changes one half-way through.
+pub trait ToolSource: Send + Sync {
+    /// Whether the tools changed since the last [`ToolSource::apply`]; called at every round
+    /// start, so it must be cheap (a few file times, not a reload).
+    fn changed(&self) -> bool;
+    /// Bring `registry` (a copy, swapped in afterwards) up to date with this source's tools.
+    fn apply(&self, registry: &mut Registry);
+}
+
+/// Sessions whose `ask_once` approvals are kept; past it they are all forgotten (they only
+/// spare the user a question, so forgetting is safe).
+const MAX_APPROVAL_SESSIONS: usize = 4096;
 
 /// A session held for one caller (see [`Engine::hold_session`]): rounds and answers run on
 /// it one after another, and no other caller's round of the session runs meanwhile.
@@ -216,7 +235,42 @@ impl Engine {
             chat_history: None,
             secrets: None,
             redaction: RedactorCache::default(),
+            sources: Vec::new(),
+            approved_once: Mutex::default(),
         })
+    }
+
+    /// Take tools from `source` now and keep them in step with it: it is asked at every round
+    /// start whether they changed.
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.update_registry(|registry| source.apply(registry));
+        self.sources.push(source);
+        self
+    }
+
+    /// Bring the registry up to date with every source that changed.
+    pub(crate) fn refresh_sources(&self) {
+        for source in &self.sources {
+            if source.changed() {
+                self.update_registry(|registry| source.apply(registry));
+            }
+        }
+    }
+
+    /// Whether the user approved a call with this `ask_once` key in `session`.
+    pub(crate) fn approved_once(&self, session: &str, key: &str) -> bool {
+        self.approved_once
+            .lock()
+            .is_ok_and(|map| map.get(session).is_some_and(|keys| keys.contains(key)))
+    }
+
+    pub(crate) fn approve_once(&self, session: &str, key: String) {
+        if let Ok(mut map) = self.approved_once.lock() {
+            if map.len() >= MAX_APPROVAL_SESSIONS && !map.contains_key(session) {
+                map.clear();
+            }
+            map.entry(session.to_string()).or_default().insert(key);
+        }
     }
 
     /// Replace the values these secrets hold with `[secret:NAME]` in everything a round keeps
@@ -323,6 +377,7 @@ impl Engine {
     ) -> Result<(Vec<Value>, String), EngineError> {
         let (snapshot, _) = self.store.load(session, "").await?;
         let exclude = Exclude::new(exclude.iter().cloned());
+        self.refresh_sources();
         let registry = self.registry();
         let catalog = Catalog {
             registry: &registry,

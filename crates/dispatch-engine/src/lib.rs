@@ -33,7 +33,9 @@ pub mod wire;
 
 pub use answer::AnswerRequest;
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
-pub use engine::{Engine, EngineConfig, EngineError, HeldSession, default_max_concurrent};
+pub use engine::{
+    Engine, EngineConfig, EngineError, HeldSession, ToolSource, default_max_concurrent,
+};
 pub use events::{Event, EventKind, EventSink};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};
 pub use redact::ToolSecrets;

@@ -20,7 +20,7 @@ use crate::rules::remembered_rule;
 use crate::slot::{Slot, SlotState};
 use crate::spec::Effect;
 use crate::status::Status;
-use crate::subject::secret_references;
+use crate::subject::{Access, secret_references};
 use crate::tool::{Exclude, Tool};
 use crate::wire::RawCall;
 use dispatch_store::{DedupeEntry, Validity};
@@ -377,7 +377,15 @@ impl<'a> Preflight<'a> {
         let name = &*call.name;
         let null = Value::Null;
         let args_view = call.parsed.as_ref().unwrap_or(&null);
-        let subject = tool.subject(args_view, &self.engine.workdir);
+        let mut subject = tool.subject(args_view, &self.engine.workdir);
+        // Not yet approved in this session: a call that only reads asks all the same.
+        let ask_once = subject
+            .ask_once
+            .clone()
+            .filter(|key| !self.engine.approved_once(&self.req.session, key));
+        if ask_once.is_some() && subject.access == Access::Reads {
+            subject.access = Access::Changes;
+        }
         let secrets = secret_references(args_view);
         let permission = Permission {
             run_allow_all: self.req.allow_all,
@@ -423,7 +431,12 @@ impl<'a> Preflight<'a> {
                     why,
                 };
                 match self.confirm(&request).await {
-                    None => ControlFlow::Continue(()),
+                    None => {
+                        if let Some(key) = ask_once {
+                            self.engine.approve_once(&self.req.session, key);
+                        }
+                        ControlFlow::Continue(())
+                    }
                     Some((skipped, text)) => {
                         self.emit(call.skipped_event(skipped));
                         ControlFlow::Break(call.settle(Status::Declined, text))

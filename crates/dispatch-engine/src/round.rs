@@ -262,6 +262,7 @@ impl Engine {
             .filter_map(|e| Some((DedupeKey::from_hex(&e.key)?, e)))
             .collect();
         let exclude = Arc::new(Exclude::new(req.exclude.iter().cloned()));
+        self.refresh_sources();
         let mut cx = RoundCx {
             engine: self,
             registry: self.registry(),

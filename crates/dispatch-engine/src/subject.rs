@@ -39,6 +39,11 @@ pub struct Subject {
     pub always_ask: Option<String>,
     /// The tool's own words for why this call asks, shown instead of the generic reason.
     pub why: Option<String>,
+    /// Ask the first time a call with this key comes in a session, even if it only reads;
+    /// once the user approved one, the session's later calls with the key are judged by
+    /// `access` alone. A project's script tool sets it, so a tool that came with a cloned
+    /// repository never runs unseen. The engine remembers approvals in memory, per session.
+    pub ask_once: Option<String>,
 }
 
 impl Subject {
@@ -75,6 +80,10 @@ impl Subject {
     }
     pub fn why(mut self, why: impl Into<String>) -> Self {
         self.why = Some(why.into());
+        self
+    }
+    pub fn ask_once(mut self, key: impl Into<String>) -> Self {
+        self.ask_once = Some(key.into());
         self
     }
 }

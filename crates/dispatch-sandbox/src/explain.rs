@@ -157,6 +157,7 @@ mod tests {
             write_paths: vec!["/w/out".into()],
             network: false,
             hidden: vec!["/h/.ssh".into(), "/w/.tooldispatch".into()],
+            read_only_binds: Vec::new(),
             limits: crate::Limits::default(),
         }
     }

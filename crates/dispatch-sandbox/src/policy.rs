@@ -63,6 +63,11 @@ pub struct Policy {
     pub network: bool,
     /// Paths nobody in the sandbox may read, even inside the work directory.
     pub hidden: Vec<PathBuf>,
+    /// Folders shown read-only at another path inside the sandbox, `(outside, inside)`: a
+    /// script tool's own folder lives under tooldispatch's hidden config or data directory,
+    /// so it is shown at `inside` (beneath the sandbox's private /tmp) and nothing else of
+    /// that directory becomes readable.
+    pub read_only_binds: Vec<(PathBuf, PathBuf)>,
     pub limits: Limits,
 }
 
@@ -78,6 +83,7 @@ impl Policy {
             write_paths: Vec::new(),
             network: false,
             hidden,
+            read_only_binds: Vec::new(),
             limits: Limits::default(),
         }
     }

@@ -415,6 +415,12 @@ impl Sandbox {
                 path_arg(out, "--ro-bind", &denied, &hidden);
             }
         }
+        // Last, so no tmpfs or hiding mount covers them; the source is read outside the
+        // sandbox, so a hidden parent does not hide it.
+        for (outside, inside) in &policy.read_only_binds {
+            let outside = resolve("a read-only folder", outside)?;
+            path_arg(out, "--ro-bind", &outside, inside);
+        }
         one(out, "--chdir", &cwd);
         arg(out, &["--setenv", "TMPDIR", "/tmp"]);
         Ok(())
@@ -439,6 +445,7 @@ impl Sandbox {
             write_paths: Vec::new(),
             network: false,
             hidden: Vec::new(),
+            read_only_binds: Vec::new(),
             limits: crate::Limits::default(),
         };
         let mut args = Vec::new();

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 #[cfg(test)]
 mod core_tools_tests;
+pub mod extensions;
 pub mod files;
 pub mod interactive;
 pub mod math;
@@ -58,6 +59,8 @@ pub struct ToolsConfig {
     pub read_only_commands: shell::ReadOnlyCommands,
     /// The OS sandbox run_command and background_command start programs in.
     pub sandbox: shell::process::SandboxConfig,
+    /// The script and ext tools test_tool may run by name; `None`: drafts only.
+    pub extensions: Option<std::sync::Arc<extensions::ExtensionTools>>,
 }
 
 impl Default for ToolsConfig {
@@ -68,6 +71,7 @@ impl Default for ToolsConfig {
             filter: std::sync::Arc::new(web::filter::DeterministicFilter),
             read_only_commands: shell::ReadOnlyCommands::default(),
             sandbox: shell::process::SandboxConfig::default(),
+            extensions: None,
         }
     }
 }
@@ -120,6 +124,10 @@ pub fn builtin_registry_with(config: &ToolsConfig) -> Result<Registry, RegistryE
         web::SearchWeb::new(config.search.clone()).with_filter(config.filter.clone()),
     ))?;
     registry.register(std::sync::Arc::new(web::PublicApiList::new()))?;
+    registry.register(std::sync::Arc::new(extensions::TestTool::new(
+        config.sandbox.clone(),
+        config.extensions.clone(),
+    )))?;
     Ok(registry)
 }
 

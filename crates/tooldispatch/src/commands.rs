@@ -53,7 +53,7 @@ pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
     let clients = client_tools(&args.common)?;
     let (tools, turn_context) = engine
         .tools(
-            &args.session,
+            args.session.as_deref().unwrap_or_default(),
             args.common.provider,
             &clients,
             &args.common.exclude,

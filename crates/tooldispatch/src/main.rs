@@ -10,6 +10,7 @@ mod serve;
 mod setup;
 mod store_cmd;
 mod terminal;
+mod tools_cmd;
 mod trust;
 
 use std::path::PathBuf;
@@ -40,8 +41,12 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Dispatch one model reply read from stdin; print the tool-result messages (or the report).
     Round(RoundArgs),
-    /// Print the request's tools array and the turn context for a session.
+    /// Print the request's tools array and the turn context for a session (`--session`);
+    /// `--check`: every tool definition and why any was refused; `install DIR`: install a
+    /// draft script tool.
     Tools(ToolsArgs),
+    /// Extensions: `install DIR|FILE.tar.gz`, `list`, `remove NAME` (their tools are `ext_…`).
+    Ext(tools_cmd::ExtArgs),
     /// Dispatch a JSONL file of model replies (one per line; {"new_run": true} starts a new run).
     Replay(ReplayArgs),
     /// Answer a run that waits on the user (ask_user, store_secret); without --task, list them.
@@ -129,9 +134,17 @@ struct RoundArgs {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct ToolsArgs {
-    #[arg(long)]
-    session: String,
+    #[command(subcommand)]
+    action: Option<tools_cmd::ToolsAction>,
+    /// The session whose tools array to print.
+    #[arg(long, required_unless_present = "check")]
+    session: Option<String>,
+    /// List every tool definition (script, ext, client, MCP) and why any was refused; exit 2
+    /// when one was.
+    #[arg(long, conflicts_with = "session")]
+    check: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -244,7 +257,12 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Round(args) => commands::round(args).await,
-            Command::Tools(args) => commands::tools(args).await,
+            Command::Tools(args) => match args.action {
+                Some(tools_cmd::ToolsAction::Install(install)) => tools_cmd::install_tool(install),
+                None if args.check => tools_cmd::check(&args.common).await,
+                None => commands::tools(args).await,
+            },
+            Command::Ext(args) => tools_cmd::ext(args),
             Command::Replay(args) => commands::replay(args).await,
             Command::Answer(args) => commands::answer(args).await,
             Command::Store(args) => store_cmd::run(args).await,

@@ -10,6 +10,27 @@ use crate::config::Config;
 use crate::terminal::TerminalConfirmer;
 use crate::{Approve, CliError, Common};
 
+/// Where script and ext tools are loaded from: the user's tools (beside the config file),
+/// the work directory's `.tooldispatch/tools` when the user trusts it, and the installed
+/// extensions (in the data directory).
+pub fn tool_dirs(workdir: &Path, trusted: bool) -> dispatch_tools::extensions::ToolDirs {
+    dispatch_tools::extensions::ToolDirs {
+        user: user_tools_dir(),
+        project: trusted.then(|| workdir.join(".tooldispatch/tools")),
+        extensions: Some(extensions_dir()),
+    }
+}
+
+/// `$XDG_CONFIG_HOME/tooldispatch/tools`: the user's script tools.
+pub fn user_tools_dir() -> Option<PathBuf> {
+    crate::config::default_path().and_then(|p| p.parent().map(|d| d.join("tools")))
+}
+
+/// `$XDG_DATA_HOME/tooldispatch/extensions`: the installed extensions.
+pub fn extensions_dir() -> PathBuf {
+    data_dir().join("extensions")
+}
+
 /// `$XDG_DATA_HOME/tooldispatch`, else `~/.local/share/tooldispatch`.
 pub fn data_dir() -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
@@ -289,11 +310,19 @@ pub fn build(
     let store_option = common.store.as_deref().or(default_store);
     let store = open_store(store_option, config)?;
     let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
-    let registry = dispatch_tools::builtin_registry_with(&tools_config(config, store_file)?)
+    let trusted = crate::trust::is_trusted(&workdir);
+    let mut tools = tools_config(config, store_file)?;
+    let extensions = Arc::new(dispatch_tools::extensions::ExtensionTools::new(
+        tool_dirs(&workdir, trusted),
+        tools.sandbox.clone(),
+        tools.net.clone(),
+    ));
+    tools.extensions = Some(extensions.clone());
+    let registry = dispatch_tools::builtin_registry_with(&tools)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());
     config_engine.data_dir = Some(data_dir());
-    config_engine.trust_workdir = crate::trust::is_trusted(&workdir);
+    config_engine.trust_workdir = trusted;
     config_engine.protected = protected_paths(common.store.as_deref().or(default_store), config);
     if let Some(mib) = config.spill_quota_mib {
         config_engine.spill_quota = mib.saturating_mul(1024 * 1024);
@@ -310,7 +339,14 @@ pub fn build(
         .with_result_cache(store.clone())
         .with_file_history(store.clone())
         .with_chat_history(store.clone())
-        .with_secrets(store.clone());
+        .with_secrets(store.clone())
+        .with_tool_source(extensions.clone());
+    let refused = extensions.problems().len();
+    if refused > 0 {
+        eprintln!(
+            "tooldispatch: {refused} problem(s) in script or ext tool definitions; those tools are left out (see `tooldispatch tools --check`)"
+        );
+    }
     Ok((engine, store))
 }
 

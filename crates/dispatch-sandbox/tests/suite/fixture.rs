@@ -114,6 +114,7 @@ impl Fixture {
             write_paths: Vec::new(),
             network: false,
             hidden,
+            read_only_binds: Vec::new(),
             limits: Limits::default(),
         }
     }

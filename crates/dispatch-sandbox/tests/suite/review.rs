@@ -108,3 +108,46 @@ fn git_config_and_hooks_stay_read_only_in_the_workspace() {
     // The rest of .git stays writable: commits, the index and refs work.
     assert!(f.work.join(".git/HEAD_OK").exists(), "{out:#?}");
 }
+
+/// A script tool's folder lives in tooldispatch's hidden config directory: shown read-only
+/// at its own path inside the sandbox, it can be read and run there, but not changed, and
+/// the rest of the hidden directory stays hidden.
+#[test]
+fn a_read_only_bind_shows_one_folder_of_a_hidden_directory_and_nothing_else() {
+    let Some(sandbox) = sandbox() else { return };
+    let f = Fixture::new();
+    let tool = f.home.join(".config/tooldispatch/tools/count");
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::write(tool.join("script.sh"), "echo counted\n").unwrap();
+    for level in [Level::ReadOnly, Level::Workspace] {
+        let mut policy = f.policy(level);
+        policy
+            .read_only_binds
+            .push((tool.clone(), "/tmp/tooldispatch-tool".into()));
+        let script = "sh /tmp/tooldispatch-tool/script.sh; \
+             echo x > /tmp/tooldispatch-tool/script.sh && echo changed || echo kept; \
+             cat \"$HOME/.config/tooldispatch/config.toml\" || echo config-hidden; \
+             cat \"$0\" || echo tool-hidden-at-home";
+        let out = run(
+            sandbox,
+            &policy,
+            &argv(&[
+                "sh",
+                "-c",
+                script,
+                &tool.join("script.sh").display().to_string(),
+            ]),
+            &[],
+            None,
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            out.stdout, "counted\nkept\nconfig-hidden\ntool-hidden-at-home\n",
+            "{level:?}: {out:#?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(tool.join("script.sh")).unwrap(),
+        "echo counted\n"
+    );
+}

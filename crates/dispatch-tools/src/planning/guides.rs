@@ -115,7 +115,8 @@ When you write a new tool (a script_ or ext_ tool), make it easy to call correct
 6. Errors: one line saying what went wrong and what to do next (\"file not found: data.csv; pass a path relative to the work directory\"). Exit non-zero on failure; never report success on failure.
 7. Output: plain text or compact JSON of bounded size; write large output to a file and return its path.
 8. Declare concurrent: true only if the tool shares no side effects with other calls (no shared files, no ordering needs); otherwise leave it serial.
-9. Try it with test_tool on a normal case, an edge case and a bad input before relying on it.";
+9. Try it with test_tool on a normal case, an edge case and a bad input before relying on it.
+Format: a folder in the work directory (e.g. drafts/convert_csv_to_json/) holding tool.json ({\"name\" equal to the folder's name, \"description\", \"parameters\", and optionally \"read_only\", \"concurrent\", \"timeout_s\", \"network\", \"command\"}) and script.py, script.sh or an executable run. The program reads its arguments as JSON on stdin, prints its result on stdout and runs in the work directory. Test it with test_tool(path=\"drafts/convert_csv_to_json\", input={...}); then ask the user to install it with `tooldispatch tools install drafts/convert_csv_to_json` (you cannot install tools yourself).";
 
 const MARKET_ANALYSIS: &str = "\
 For a market, company or data analysis:

@@ -316,6 +316,16 @@ impl Capture {
         self.evicted += n as u64;
     }
 
+    /// Every byte of the stream, when all of it is still in memory.
+    pub fn whole(&self) -> Option<Vec<u8>> {
+        if self.evicted > 0 {
+            return None;
+        }
+        let mut all = self.head.clone();
+        all.extend(self.tail.iter().copied());
+        Some(all)
+    }
+
     /// The stream as the model sees it: all of it, or its head, the error-looking lines of the
     /// omitted middle and its tail with a note saying where the full text is.
     pub fn render(&self) -> String {

@@ -5,7 +5,7 @@
 //! that stopping a command also stops everything it started ([`process`]).
 
 mod background_command;
-mod capture;
+pub(crate) mod capture;
 mod git;
 mod jobs;
 pub mod process;

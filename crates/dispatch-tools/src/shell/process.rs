@@ -158,6 +158,47 @@ pub struct Prepared {
     /// The same, relative to the work directory, for messages.
     pub write_paths_display: Vec<String>,
     pub network: bool,
+    /// Folders shown read-only inside the sandbox, `(outside, inside)` (a script tool's own).
+    pub read_only_binds: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Prepared {
+    /// A program the user declared (a script tool's command), not one the model wrote:
+    /// `program` is absolute, it runs in the work directory `workdir` with `env` (already
+    /// scrubbed), and sees `read_only_binds`.
+    pub fn declared(
+        cx: &ToolContext,
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(OsString, OsString)>,
+        network: bool,
+        read_only_binds: Vec<(PathBuf, PathBuf)>,
+    ) -> Result<Prepared, ToolError> {
+        let confinement = Confinement::for_call(cx)?;
+        let workdir = confinement.root().to_path_buf();
+        let mut display = std::iter::once(program.display().to_string())
+            .chain(args.iter().map(|a| quote(a)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        clip(&mut display, 300);
+        Ok(Prepared {
+            named: program.display().to_string(),
+            program,
+            hardened: false,
+            args,
+            cwd: workdir.clone(),
+            cwd_display: ".".into(),
+            env,
+            withheld: Vec::new(),
+            display,
+            workdir,
+            data_dir: cx.data_dir.as_deref().map(Path::to_path_buf),
+            write_paths: Vec::new(),
+            write_paths_display: Vec::new(),
+            network,
+            read_only_binds,
+        })
+    }
 }
 
 /// Check the arguments, confine the working directory and build the environment.
@@ -271,6 +312,7 @@ pub fn prepare(
         write_paths,
         write_paths_display,
         network: args.network,
+        read_only_binds: Vec::new(),
     })
 }
 
@@ -640,6 +682,7 @@ pub fn policy(prepared: &Prepared, config: &SandboxConfig, level: Level) -> Poli
     policy.hidden.extend(config.hidden.iter().cloned());
     policy.write_paths = prepared.write_paths.clone();
     policy.network = prepared.network;
+    policy.read_only_binds = prepared.read_only_binds.clone();
     policy.limits = config.limits;
     policy
 }

@@ -13,7 +13,7 @@ pub mod public_api_list;
 pub mod search;
 pub mod search_web;
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 
 pub use download_file::DownloadFile;
 pub use fetch_page::FetchPage;

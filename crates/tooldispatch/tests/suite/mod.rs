@@ -5,6 +5,7 @@ mod config;
 mod crash;
 mod daemon;
 mod examples;
+mod extensions;
 mod files;
 mod interactive;
 mod mcp_client;
