@@ -19,8 +19,10 @@ use crate::CliError;
 #[derive(Args)]
 pub struct BenchArgs {
     /// overhead (no-op calls), sleep (calls that sleep --sleep-ms), http (the daemon under load),
-    /// sandbox (starting `true` with and without the OS sandbox, --reps times) or runlen (one
-    /// run of sequential 4-call rounds: the latency around each of --at, per store).
+    /// sandbox (starting `true` with and without the OS sandbox, --reps times), runlen (one
+    /// run of sequential 4-call rounds: the latency around each of --at, per store) or scripts
+    /// (the round-start check for edited script tools with none and the largest --n installed,
+    /// and one script call as a round against the same program started directly).
     kind: BenchKind,
     /// Calls per round; several sizes separated by commas.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
@@ -51,6 +53,7 @@ enum BenchKind {
     Http,
     Sandbox,
     Runlen,
+    Scripts,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -79,6 +82,12 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.kind == BenchKind::Runlen {
         return bench_runlen(&args).await;
     }
+    if args.kind == BenchKind::Scripts {
+        let tools = args.n.iter().copied().max().unwrap_or(64);
+        let line = crate::bench_scripts::run(tools, args.reps.unwrap_or(50).max(1)).await?;
+        crate::print_line(&line.to_string());
+        return Ok(());
+    }
     if args.kind == BenchKind::Sandbox {
         let reps = args.reps.unwrap_or(200).max(1);
         let line = tokio::task::spawn_blocking(move || bench_sandbox(reps))
@@ -93,9 +102,11 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         .max(1);
     let (name, sleep) = match args.kind {
         BenchKind::Overhead => ("bench_noop", None),
-        BenchKind::Sleep | BenchKind::Http | BenchKind::Sandbox | BenchKind::Runlen => {
-            ("bench_sleep", Some(Duration::from_millis(args.sleep_ms)))
-        }
+        BenchKind::Sleep
+        | BenchKind::Http
+        | BenchKind::Sandbox
+        | BenchKind::Runlen
+        | BenchKind::Scripts => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
     };
     let reps = args
         .reps

@@ -80,10 +80,10 @@ impl Tally {
 }
 
 /// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    fn new() -> Result<TempDir, CliError> {
+    pub(crate) fn new() -> Result<TempDir, CliError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())

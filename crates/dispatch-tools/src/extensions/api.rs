@@ -510,6 +510,17 @@ impl Tool for ApiTool {
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        // `.` and `..` survive percent-encoding and would move the request to another path of
+        // the host, with the tool's credential.
+        for name in placeholders(&self.api.url) {
+            if let Some(value) = args.get(&name).map(as_text)
+                && (value == "." || value == "..")
+            {
+                return Err(ToolError::failed(format!(
+                    "{name} may not be {value:?}: it fills a part of the URL's path"
+                )));
+            }
+        }
         let (mut url, rest) = self.request_of(&args);
         let reads = self.spec.gate == Gate::ReadOnly;
         // The cache key is the request without its secret: the secret's value never reaches

@@ -116,8 +116,6 @@ pub struct Definition {
     /// The tool's folder, resolved.
     pub dir: PathBuf,
     pub scope: Scope,
-    /// Hash of the definition file: an edit makes a new tool (and asks again).
-    pub fingerprint: String,
 }
 
 impl Definition {
@@ -193,8 +191,7 @@ pub fn load(dir: &Path, scope: Scope) -> Result<Definition, Vec<Problem>> {
             "must be a JSON object: {\"name\", \"description\", \"parameters\", …}".into(),
         ));
     };
-    let fingerprint = blake3::hash(&bytes).to_hex()[..16].to_string();
-    match check(&dir, &file, &fields, scope, fingerprint) {
+    match check(&dir, &file, &fields, scope) {
         (Some(def), problems) if problems.is_empty() => Ok(def),
         (_, problems) => Err(problems),
     }
@@ -206,21 +203,14 @@ pub fn load_draft(dir: &Path) -> (Option<Definition>, Vec<Problem>) {
     let file = dir.join(DEFINITION_FILE);
     let fields = std::fs::read(&file)
         .ok()
-        .and_then(|bytes| Some((serde_json::from_slice::<Value>(&bytes).ok()?, bytes)));
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
     match (load(dir, Scope::Draft), fields) {
         (Ok(def), _) => (Some(def), Vec::new()),
-        (Err(problems), Some((Value::Object(fields), bytes))) => {
+        (Err(problems), Some(Value::Object(fields))) => {
             let Ok(dir) = dir.canonicalize() else {
                 return (None, problems);
             };
-            let fingerprint = blake3::hash(&bytes).to_hex()[..16].to_string();
-            let (def, _) = check(
-                &dir,
-                &dir.join(DEFINITION_FILE),
-                &fields,
-                Scope::Draft,
-                fingerprint,
-            );
+            let (def, _) = check(&dir, &dir.join(DEFINITION_FILE), &fields, Scope::Draft);
             (def, problems)
         }
         (Err(problems), _) => (None, problems),
@@ -234,7 +224,6 @@ fn check(
     file: &Path,
     fields: &Map<String, Value>,
     scope: Scope,
-    fingerprint: String,
 ) -> (Option<Definition>, Vec<Problem>) {
     let mut problems = Vec::new();
     let mut problem =
@@ -447,7 +436,6 @@ fn check(
         body,
         dir: dir.to_path_buf(),
         scope,
-        fingerprint,
     });
     (def, problems)
 }

@@ -249,6 +249,53 @@ fn spill_target(cx: &ToolContext) -> Option<PathBuf> {
     })
 }
 
+/// Most bytes hashed for a folder's fingerprint; a bigger folder is fingerprinted by its
+/// files' sizes and times beyond that.
+const FINGERPRINT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A hash of every regular file in `dir` (names and contents, sorted, subfolders included).
+fn folder_fingerprint(dir: &Path) -> String {
+    let mut hasher = blake3::Hasher::new();
+    let mut budget = FINGERPRINT_BYTES;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            hasher.update(b"\0unreadable");
+            continue;
+        };
+        let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            hasher.update(
+                path.strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .as_os_str()
+                    .as_encoded_bytes(),
+            );
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() && meta.len() <= budget {
+                budget -= meta.len();
+                match std::fs::read(&path) {
+                    Ok(bytes) => hasher.update(&bytes),
+                    Err(_) => hasher.update(b"\0unreadable"),
+                };
+            } else {
+                let modified = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                hasher.update(format!("{}:{modified}", meta.len()).as_bytes());
+            }
+        }
+    }
+    hasher.finalize().to_hex()[..16].to_string()
+}
+
 /// A registered script tool.
 pub struct ScriptTool {
     spec: ToolSpec,
@@ -323,7 +370,13 @@ impl Tool for ScriptTool {
         let mut subject = Subject::new(access);
         if def.scope == Scope::Project {
             why.push_str("; it came with this work directory and has not run in this session");
-            subject = subject.ask_once(format!("{}:{}", def.tool_name(), def.fingerprint));
+            // Every file of the folder as it is now, not only tool.json: an approval covers the
+            // code that was approved, and a `git pull` that changes the script asks again.
+            subject = subject.ask_once(format!(
+                "{}:{}",
+                def.tool_name(),
+                folder_fingerprint(&def.dir)
+            ));
         }
         subject.why(why)
     }

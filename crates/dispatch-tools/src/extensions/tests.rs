@@ -470,6 +470,15 @@ async fn who_asks_a_users_read_only_tool_runs_a_changing_one_asks_a_project_one_
     );
     f.run("a", "script_local", json!({})).await;
     assert_eq!(counting.asked.load(Ordering::SeqCst), 3);
+    // So does a change to its program alone (a `git pull` in the project, say).
+    std::fs::write(f.project.join("local/script.sh"), "echo pulled\n").unwrap();
+    assert_eq!(
+        f.run("a", "script_local", json!({})).await,
+        (Status::Ok, "pulled".to_string())
+    );
+    assert_eq!(counting.asked.load(Ordering::SeqCst), 4);
+    f.run("a", "script_local", json!({})).await;
+    assert_eq!(counting.asked.load(Ordering::SeqCst), 4);
 
     // An untrusted work directory's tools are not loaded at all.
     let untrusted = Fixture::with(Arc::new(ApproveAll), false, NetPolicy::default());
@@ -1024,6 +1033,11 @@ async fn an_ext_api_tool_sends_its_secret_to_its_host_only_caches_gets_and_asks_
     for text in [&r.content, &events] {
         assert!(!text.contains("sk-weather-123456789"));
     }
+    // `..` would move the request to another path of the host, with the credential.
+    let (status, text) = f.run("s", "ext_forecast", json!({"city": ".."})).await;
+    assert_eq!(status, Status::Failed);
+    assert!(text.contains("city may not be \"..\""), "{text}");
+    assert_eq!(server.requests().len(), 1);
     // Cached for the session: a second call does not reach the server.
     let (status, text) = f.run("s", "ext_forecast", json!({"city": "Lima"})).await;
     assert_eq!(status, Status::Ok);
