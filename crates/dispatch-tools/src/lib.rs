@@ -170,6 +170,32 @@ mod tests {
         }
     }
 
+    /// Every built-in's spec as registered (name, description, schema and everything the engine
+    /// schedules and gates by), so a change to what a tool declares is always reviewed.
+    #[test]
+    fn every_builtin_spec_as_registered() {
+        let registry = builtin_registry().unwrap();
+        let specs: Vec<Value> = registry
+            .iter()
+            .map(|tool| {
+                let s = tool.spec();
+                serde_json::json!({
+                    "name": s.name,
+                    "description": s.description,
+                    "parameters": s.parameters,
+                    "declares": format!(
+                        "{:?} {:?} cache={:?} timeout={:?} idle_timeout={:?} fire_and_forget={} \
+                         origin={:?} effect={:?} elide_args={:?} system={} asks_user={} dedupe={}",
+                        s.concurrency, s.gate, s.cache, s.timeout, s.idle_timeout,
+                        s.fire_and_forget, s.origin, s.effect, s.elide_args, s.system,
+                        s.asks_user, s.dedupe
+                    ),
+                })
+            })
+            .collect();
+        insta::assert_json_snapshot!(specs);
+    }
+
     #[test]
     fn every_builtin_schema_is_inline_and_an_object() {
         let registry = builtin_registry().unwrap();
