@@ -289,8 +289,11 @@ pub fn build(
     let store_option = common.store.as_deref().or(default_store);
     let store = open_store(store_option, config)?;
     let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
-    let registry = dispatch_tools::builtin_registry_with(&tools_config(config, store_file)?)
-        .map_err(|e| CliError::failed(e.to_string()))?;
+    let registry = dispatch_tools::builtin_registry_with(
+        &tools_config(config, store_file)?,
+        &dispatch_tools::Stores::all(&store),
+    )
+    .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());
     config_engine.data_dir = Some(data_dir());
     config_engine.trust_workdir = crate::trust::is_trusted(&workdir);
@@ -308,8 +311,6 @@ pub fn build(
         .map_err(|e| CliError::failed(e.to_string()))?
         .with_error_memory(store.clone())
         .with_result_cache(store.clone())
-        .with_file_history(store.clone())
-        .with_chat_history(store.clone())
         .with_secrets(store.clone());
     Ok((engine, store))
 }
