@@ -74,7 +74,8 @@ impl Default for ToolsConfig {
 }
 
 /// A registry with the system tools and every built-in tool, with default settings and no
-/// stores: enough to list the tools; tools that keep state say they cannot when called.
+/// stores: enough to list and describe the tools. Run through an engine, its file tools refuse
+/// to change files, its memory tools say they have no store, and nothing is read from a cache.
 pub fn builtin_registry() -> Result<Registry, RegistryError> {
     builtin_registry_with(&ToolsConfig::default(), &Stores::default())
 }
