@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dispatch_store::{
-    ChatHistory, ErrorMemory, FileHistory, ResultCache, Secrets, SessionStore, StoreError,
-};
+use dispatch_store::{ErrorMemory, ResultCache, Secrets, SessionStore, StoreError};
 use serde_json::Value;
 
 use crate::answer::AnswerRequest;
@@ -120,12 +118,8 @@ pub struct Engine {
     sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Where `related_errors` come from; none means no hints.
     pub(crate) error_memory: Option<Arc<dyn ErrorMemory>>,
-    /// The result cache handed to tools and written in pass 3.
+    /// Where pass 3 writes the cache entries committed results ask for.
     pub(crate) result_cache: Option<Arc<dyn ResultCache>>,
-    /// File history handed to tools.
-    pub(crate) file_history: Option<Arc<dyn FileHistory>>,
-    /// Chat history handed to tools.
-    pub(crate) chat_history: Option<Arc<dyn ChatHistory>>,
     /// The stored secrets: redacted from everything a round keeps, and handed to tools.
     pub(crate) secrets: Option<Arc<dyn Secrets>>,
     /// The redactor of `secrets`, rebuilt only when they change.
@@ -231,8 +225,6 @@ impl Engine {
             sessions: Mutex::default(),
             error_memory: None,
             result_cache: None,
-            file_history: None,
-            chat_history: None,
             secrets: None,
             redaction: RedactorCache::default(),
             sources: Vec::new(),
@@ -282,22 +274,10 @@ impl Engine {
         self
     }
 
-    /// Give tools this result cache, and write the entries their results ask for (seed §5).
+    /// Write the cache entries committed results ask for here (seed §5). Tools that read the
+    /// cache are given it when they are built; give them the same one.
     pub fn with_result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
         self.result_cache = Some(cache);
-        self
-    }
-
-    /// Let file tools record versions here before they change a file (file_history,
-    /// restore_file).
-    pub fn with_file_history(mut self, history: Arc<dyn FileHistory>) -> Self {
-        self.file_history = Some(history);
-        self
-    }
-
-    /// Let tools search and list the sessions' history here (chat_history).
-    pub fn with_chat_history(mut self, history: Arc<dyn ChatHistory>) -> Self {
-        self.chat_history = Some(history);
         self
     }
 

@@ -173,10 +173,6 @@ impl Scheduler<'_> {
             // Not a child of the round's token: registering 64 children under one lock costs
             // more than the scheduler watching the round's token on the call's behalf.
             cancel: CancellationToken::new(),
-            cache: engine.result_cache.clone(),
-            file_history: engine.file_history.clone(),
-            error_memory: engine.error_memory.clone(),
-            chat_history: engine.chat_history.clone(),
             result_budget: engine.config.result_budget,
             spill_quota: engine.config.spill_quota,
             secrets: self.tool_secrets.cloned(),

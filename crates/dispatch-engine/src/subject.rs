@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::spec::Gate;
+
 /// How a call acts on the world, as far as asking the user is concerned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Access {
@@ -53,6 +55,15 @@ impl Subject {
             access,
             ..Subject::default()
         }
+    }
+    /// What a call touches when its tool says nothing more: the access its spec's gate stands
+    /// for, so a tool that can change things asks.
+    pub fn from_gate(gate: Gate) -> Self {
+        Subject::new(match gate {
+            Gate::ReadOnly | Gate::Interactive => Access::Reads,
+            Gate::Ask => Access::Changes,
+            Gate::Destructive => Access::Destroys,
+        })
     }
     pub fn argv(mut self, argv: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.argv = argv.into_iter().map(Into::into).collect();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use dispatch_store::{CacheScope, ChatHistory, ErrorMemory, FileHistory, ResultCache, Todo};
+use dispatch_store::{CacheScope, Todo};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -13,8 +13,8 @@ use crate::events::{EventKind, EventLog};
 use crate::gate::{Confirmer, Question};
 use crate::redact::ToolSecrets;
 use crate::registry::Registry;
-use crate::spec::{Effect, Gate, ToolSpec};
-use crate::subject::{Access, Subject};
+use crate::spec::{Effect, ToolSpec};
+use crate::subject::Subject;
 
 /// A tool the engine can dispatch.
 #[async_trait]
@@ -35,11 +35,7 @@ pub trait Tool: Send + Sync + 'static {
     /// parsed arguments before schema validation, so a tool must expect anything; `workdir`
     /// is where relative paths start. The default declares nothing but the spec's gate.
     fn subject(&self, _args: &Value, _workdir: &Path) -> Subject {
-        Subject::new(match self.spec().gate {
-            Gate::ReadOnly | Gate::Interactive => Access::Reads,
-            Gate::Ask => Access::Changes,
-            Gate::Destructive => Access::Destroys,
-        })
+        Subject::from_gate(self.spec().gate)
     }
 
     /// A tool that needs the user (`spec().asks_user`): the questions a call with these
@@ -149,17 +145,6 @@ pub struct ToolContext {
     pub progress: Progress,
     /// Cancelled when the call times out or the round is cancelled.
     pub cancel: CancellationToken,
-    /// The result cache, for tools that read their own entries (fetch_page, search_web) or
-    /// check one before fetching; `None` when the engine has none.
-    pub cache: Option<Arc<dyn ResultCache>>,
-    /// Where file tools record a file's state before they change it (for file_history and
-    /// restore_file); `None` when the engine has none, and then those tools refuse to change
-    /// files rather than change them without a way back.
-    pub file_history: Option<Arc<dyn FileHistory>>,
-    /// The error memory (write_error, error_history); `None` when the engine has none.
-    pub error_memory: Option<Arc<dyn ErrorMemory>>,
-    /// The session transcripts as searchable history (chat_history); `None` when none.
-    pub chat_history: Option<Arc<dyn ChatHistory>>,
     /// The bytes of result text pass 3 keeps before shaping (head, tail and error lines, the
     /// rest spilled). A tool that can page (read_files) fits its answer to it instead.
     pub result_budget: usize,
@@ -167,7 +152,10 @@ pub struct ToolContext {
     /// are removed to stay under it.
     pub spill_quota: u64,
     /// The stored secrets (`{{secret:NAME}}` in arguments, store_secret); `None` when the
-    /// engine has none.
+    /// engine has none. Unlike the other stores, which a tool is given when it is built, these
+    /// come with the call: a secret a tool stores must be hidden from the rest of this round,
+    /// so the handle is tied to the round's redactor, and a tool can only see the secrets the
+    /// engine also redacts.
     pub secrets: Option<ToolSecrets>,
     /// Whoever answers the user's side now: ask_user and store_secret ask through it when it
     /// is interactive.

@@ -5,15 +5,18 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 
 use dispatch_engine::{
-    Confirmer, Engine, EngineConfig, Event, EventKind, Headless, Provider, RawCall, RoundOutcome,
-    RoundRequest, Status,
+    Confirmer, Engine, EngineConfig, Event, EventKind, Headless, Provider, RawCall, Registry,
+    RoundOutcome, RoundRequest, Status,
 };
 use dispatch_store::Store;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-/// An engine with every built-in tool, a `memory:` store (also its file history, result cache
-/// and secrets), no confirmer, and its own work and data directories.
+use crate::{Stores, ToolsConfig};
+
+/// An engine with every built-in tool, a `memory:` store (also every store the tools keep
+/// state in, the engine's result cache and secrets), no confirmer, and its own work and data
+/// directories.
 #[allow(dead_code)] // workdir/data_dir/root serve the file tool tests as they land
 pub struct Harness {
     pub engine: Engine,
@@ -29,17 +32,26 @@ impl Harness {
 
     /// A harness whose confirmation requests go to `confirmer`.
     pub fn with_confirmer(confirmer: Arc<dyn Confirmer>) -> Self {
-        Self::with_registry(crate::builtin_registry().unwrap(), confirmer)
+        Self::with_config(&ToolsConfig::default(), confirmer)
     }
 
-    /// A harness over `registry` (the built-ins plus tools built with test settings, such as
-    /// a web tool allow-listing the test's own loopback server).
+    /// A harness over the built-ins set up by `config` (such as web tools allow-listing the
+    /// test's own loopback server).
+    pub fn with_config(config: &ToolsConfig, confirmer: Arc<dyn Confirmer>) -> Self {
+        Self::with_registry(
+            |stores| crate::builtin_registry_with(config, stores).unwrap(),
+            confirmer,
+        )
+    }
+
+    /// A harness over the registry `make` builds with the harness's stores (the built-ins plus
+    /// tools built with test settings).
     pub fn with_registry(
-        registry: dispatch_engine::Registry,
+        make: impl FnOnce(&Stores) -> Registry,
         confirmer: Arc<dyn Confirmer>,
     ) -> Self {
         Self::build(
-            registry,
+            make,
             confirmer,
             dispatch_store::open("memory:").unwrap(),
             None,
@@ -49,12 +61,12 @@ impl Harness {
     /// A harness whose work directory has these `.tooldispatch/rules` and is trusted.
     #[allow(dead_code)]
     pub fn with_rules(
-        registry: dispatch_engine::Registry,
+        make: impl FnOnce(&Stores) -> Registry,
         confirmer: Arc<dyn Confirmer>,
         rules: &str,
     ) -> Self {
         Self::build_in(
-            registry,
+            make,
             confirmer,
             dispatch_store::open("memory:").unwrap(),
             None,
@@ -63,23 +75,24 @@ impl Harness {
     }
 
     /// The harness over `store` (one with a manual clock, for cache ages) and, when given, a
-    /// concurrency bound of `max_concurrent`.
+    /// concurrency bound of `max_concurrent`; `make` builds the registry with its stores.
     pub fn build(
-        registry: dispatch_engine::Registry,
+        make: impl FnOnce(&Stores) -> Registry,
         confirmer: Arc<dyn Confirmer>,
         store: Arc<dyn Store>,
         max_concurrent: Option<usize>,
     ) -> Self {
-        Self::build_in(registry, confirmer, store, max_concurrent, None)
+        Self::build_in(make, confirmer, store, max_concurrent, None)
     }
 
     fn build_in(
-        registry: dispatch_engine::Registry,
+        make: impl FnOnce(&Stores) -> Registry,
         confirmer: Arc<dyn Confirmer>,
         store: Arc<dyn Store>,
         max_concurrent: Option<usize>,
         rules: Option<&str>,
     ) -> Self {
+        let registry = make(&Stores::all(&store));
         let workdir = tempfile::tempdir().unwrap();
         let data_dir = tempfile::tempdir().unwrap();
         let mut config = EngineConfig::new(workdir.path().canonicalize().unwrap());
@@ -94,8 +107,6 @@ impl Harness {
         }
         let engine = Engine::new(registry, store.clone(), confirmer, config)
             .unwrap()
-            .with_file_history(store.clone())
-            .with_chat_history(store.clone())
             .with_error_memory(store.clone())
             .with_result_cache(store.clone())
             .with_secrets(store.clone());

@@ -32,10 +32,18 @@ pub async fn run(tools: usize, reps: usize) -> Result<Value, CliError> {
             .map_err(|e| failed(e.to_string()))?;
     }
 
-    // The round-start check, with no tools folder and with `tools` tools.
+    // The round-start check: no tool installed (the folders do not exist), and `tools` tools.
     let mut check_us = serde_json::Map::new();
+    let missing = root.join("missing");
     for (label, dirs) in [
-        ("0", ToolDirs::default()),
+        (
+            "0",
+            ToolDirs {
+                user: Some(missing.join("tools")),
+                project: Some(missing.join(".tooldispatch/tools")),
+                extensions: Some(missing.join("extensions")),
+            },
+        ),
         (
             "n",
             ToolDirs {
@@ -44,7 +52,12 @@ pub async fn run(tools: usize, reps: usize) -> Result<Value, CliError> {
             },
         ),
     ] {
-        let source = ExtensionTools::new(dirs, Default::default(), Default::default());
+        let source = ExtensionTools::new(
+            dirs,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
         source.apply(&mut dispatch_engine::Registry::empty());
         let mut times: Vec<f64> = (0..reps)
             .map(|_| {
@@ -71,13 +84,14 @@ pub async fn run(tools: usize, reps: usize) -> Result<Value, CliError> {
         },
         Default::default(),
         Default::default(),
+        Default::default(),
     ));
     let tools_config = dispatch_tools::ToolsConfig {
         extensions: Some(source.clone()),
         ..Default::default()
     };
-    let registry =
-        dispatch_tools::builtin_registry_with(&tools_config).map_err(|e| failed(e.to_string()))?;
+    let registry = dispatch_tools::builtin_registry_with(&tools_config, &Default::default())
+        .map_err(|e| failed(e.to_string()))?;
     let store = dispatch_store::open("memory:").map_err(|e| failed(e.to_string()))?;
     let engine = Engine::new(
         registry,

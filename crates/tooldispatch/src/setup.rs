@@ -311,14 +311,16 @@ pub fn build(
     let store = open_store(store_option, config)?;
     let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));
     let trusted = crate::trust::is_trusted(&workdir);
+    let stores = dispatch_tools::Stores::all(&store);
     let mut tools = tools_config(config, store_file)?;
     let extensions = Arc::new(dispatch_tools::extensions::ExtensionTools::new(
         tool_dirs(&workdir, trusted),
         tools.sandbox.clone(),
         tools.net.clone(),
+        stores.clone(),
     ));
     tools.extensions = Some(extensions.clone());
-    let registry = dispatch_tools::builtin_registry_with(&tools)
+    let registry = dispatch_tools::builtin_registry_with(&tools, &stores)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());
     config_engine.data_dir = Some(data_dir());
@@ -337,8 +339,6 @@ pub fn build(
         .map_err(|e| CliError::failed(e.to_string()))?
         .with_error_memory(store.clone())
         .with_result_cache(store.clone())
-        .with_file_history(store.clone())
-        .with_chat_history(store.clone())
         .with_secrets(store.clone())
         .with_tool_source(extensions.clone());
     let refused = extensions.problems().len();

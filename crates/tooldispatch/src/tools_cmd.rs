@@ -147,6 +147,7 @@ pub async fn check(common: &Common) -> Result<(), CliError> {
         setup::tool_dirs(&config.workdir, config.trust_workdir),
         Default::default(),
         Default::default(),
+        Default::default(),
     );
     extensions.apply(&mut dispatch_engine::Registry::clone(&registry));
     for def in extensions.definitions() {

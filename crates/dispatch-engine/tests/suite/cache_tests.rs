@@ -1,17 +1,30 @@
 //! The result cache in the round (seed §5): a result asks for an entry, pass 3 writes it after
 //! the commit, and the tool reads it back later with its age.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use dispatch_engine::{CachePut, Status, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::{CACHE_TTL, CacheScope};
+use dispatch_store::{CACHE_TTL, CacheScope, ResultCache};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::support::*;
 
-/// Fetches `url` unless this session has it cached; failing URLs are never cached.
+/// Fetches `url` unless this session has it cached; failing URLs are never cached. It reads the
+/// cache it was built with, which the engine writes to.
 struct Fetch {
     spec: ToolSpec,
+    cache: Arc<dyn ResultCache>,
+}
+
+/// A fetch tool and the engine writing to the same cache.
+fn fetch_fixture() -> FixtureBuilder {
+    let cache: Arc<dyn ResultCache> = dispatch_store::open("memory:").unwrap();
+    fixture().result_cache(cache.clone()).tool(Fetch {
+        spec: spec("fetch"),
+        cache,
+    })
 }
 
 #[async_trait]
@@ -24,11 +37,11 @@ impl Tool for Fetch {
         let scope = CacheScope::Session {
             session: cx.session_id.to_string(),
         };
-        if let Some(cache) = &cx.cache
-            && let Some(hit) = cache
-                .cache_get(&scope, &url)
-                .await
-                .map_err(|e| ToolError::failed(e.to_string()))?
+        if let Some(hit) = self
+            .cache
+            .cache_get(&scope, &url)
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))?
         {
             return Ok(ToolOutput::text(format!("{} {}", hit.value, hit.note())));
         }
@@ -51,11 +64,7 @@ impl Tool for Fetch {
 
 #[tokio::test]
 async fn a_committed_result_is_cached_and_read_back_with_its_age_in_a_later_run() {
-    let fx = fixture()
-        .tool(Fetch {
-            spec: spec("fetch"),
-        })
-        .build();
+    let fx = fetch_fixture().build();
     fx.mark_all("s").await;
     let url = json!({"url": "https://example.org/a"});
     let first = fx
@@ -90,10 +99,7 @@ async fn a_committed_result_is_cached_and_read_back_with_its_age_in_a_later_run(
 
 #[tokio::test(start_paused = true)]
 async fn a_result_of_a_cancelled_round_is_never_cached() {
-    let fx = fixture()
-        .tool(Fetch {
-            spec: spec("fetch"),
-        })
+    let fx = fetch_fixture()
         .tool(TestTool::new(
             serial_spec("slow"),
             Behaviour::Sleep(std::time::Duration::from_secs(30)),

@@ -289,6 +289,7 @@ pub struct FixtureBuilder {
     rules: Option<String>,
     max_concurrent: usize,
     store: Option<Arc<dyn SessionStore>>,
+    result_cache: Option<Arc<dyn dispatch_store::ResultCache>>,
     dir: Option<tempfile::TempDir>,
     tweak: Option<ConfigTweak>,
 }
@@ -300,6 +301,7 @@ pub fn fixture() -> FixtureBuilder {
         rules: None,
         max_concurrent: 3,
         store: None,
+        result_cache: None,
         dir: None,
         tweak: None,
     }
@@ -333,6 +335,11 @@ impl FixtureBuilder {
         self.store = Some(store);
         self
     }
+    /// The cache pass 3 writes to (a tool that reads it is given the same one).
+    pub fn result_cache(mut self, cache: Arc<dyn dispatch_store::ResultCache>) -> Self {
+        self.result_cache = Some(cache);
+        self
+    }
     pub fn dir(mut self, dir: tempfile::TempDir) -> Self {
         self.dir = Some(dir);
         self
@@ -355,7 +362,7 @@ impl FixtureBuilder {
         // Error memory always comes from a memory store (the session store may be another).
         let full = dispatch_store::open("memory:").unwrap();
         let errors: Arc<dyn dispatch_store::ErrorMemory> = full.clone();
-        let full_cache: Arc<dyn dispatch_store::ResultCache> = full.clone();
+        let full_cache = self.result_cache.unwrap_or_else(|| full.clone());
         let store: Arc<dyn SessionStore> = self.store.unwrap_or(full);
         let mut config = EngineConfig::new(dir.path());
         config.max_concurrent = self.max_concurrent;

@@ -40,7 +40,11 @@ impl TestDaemon {
         let mut config = EngineConfig::new(work.canonicalize().unwrap());
         config.confirm_timeout = confirm_timeout;
         let engine = Engine::new(
-            dispatch_tools::builtin_registry().unwrap(),
+            dispatch_tools::builtin_registry_with(
+                &dispatch_tools::ToolsConfig::default(),
+                &dispatch_tools::Stores::all(&store),
+            )
+            .unwrap(),
             store.clone(),
             hub.clone(),
             config,
@@ -48,8 +52,6 @@ impl TestDaemon {
         .unwrap()
         .with_error_memory(store.clone())
         .with_result_cache(store.clone())
-        .with_file_history(store.clone())
-        .with_chat_history(store.clone())
         .with_secrets(store.clone());
         let daemon = Daemon::with_grace(Arc::new(engine), hub, store, grace);
         TestDaemon { daemon, dir }

@@ -15,10 +15,11 @@ use dispatch_engine::{
     Access, CachePolicy, CachePut, Effect, Gate, Origin, Subject, Tool, ToolContext, ToolError,
     ToolOutput, ToolSpec,
 };
-use dispatch_store::CacheScope;
+use dispatch_store::{CacheScope, ResultCache};
 use serde_json::{Map, Value, json};
 
 use super::definition::{Definition, kind};
+use crate::Stores;
 use crate::web::{HttpRequest, NetPolicy};
 
 /// How long a GET result is cached (seed §5, like http_request).
@@ -409,11 +410,13 @@ pub struct ApiTool {
     spec: ToolSpec,
     def: Arc<Definition>,
     api: ApiDef,
-    http: HttpRequest,
+    /// http_request itself, which sends every request.
+    http: Arc<dyn Tool>,
+    cache: Option<Arc<dyn ResultCache>>,
 }
 
 impl ApiTool {
-    pub fn new(def: Arc<Definition>, api: ApiDef, net: Arc<NetPolicy>) -> ApiTool {
+    pub fn new(def: Arc<Definition>, api: ApiDef, net: Arc<NetPolicy>, stores: &Stores) -> ApiTool {
         let reads = api.method == "GET" || api.method == "HEAD";
         let mut spec = ToolSpec::new(
             def.tool_name(),
@@ -438,7 +441,8 @@ impl ApiTool {
             spec,
             def,
             api,
-            http: HttpRequest::new(net),
+            http: crate::builtin(HttpRequest::new(net, stores)),
+            cache: stores.cache.clone(),
         }
     }
 
@@ -530,7 +534,7 @@ impl Tool for ApiTool {
             session: cx.session_id.to_string(),
         };
         if reads
-            && let Some(cache) = &cx.cache
+            && let Some(cache) = &self.cache
             && let Ok(Some(hit)) = cache.cache_get(&scope, &key).await
         {
             return Ok(ToolOutput::text(format!("{}\n{}", hit.note(), hit.value)));

@@ -11,6 +11,7 @@ use dispatch_engine::{Origin, Registry, RegistryError, Tool, ToolSource};
 use super::api::ApiTool;
 use super::definition::{self, Body, DEFINITION_FILE, Definition, Problem, Scope};
 use super::script::ScriptTool;
+use crate::Stores;
 use crate::shell::process::SandboxConfig;
 use crate::web::NetPolicy;
 
@@ -139,6 +140,8 @@ pub struct ExtensionTools {
     dirs: ToolDirs,
     sandbox: SandboxConfig,
     net: Arc<NetPolicy>,
+    /// The stores an API tool's requests use (the result cache).
+    stores: Stores,
     state: Mutex<State>,
 }
 
@@ -149,11 +152,17 @@ struct State {
 }
 
 impl ExtensionTools {
-    pub fn new(dirs: ToolDirs, sandbox: SandboxConfig, net: Arc<NetPolicy>) -> ExtensionTools {
+    pub fn new(
+        dirs: ToolDirs,
+        sandbox: SandboxConfig,
+        net: Arc<NetPolicy>,
+        stores: Stores,
+    ) -> ExtensionTools {
         ExtensionTools {
             dirs,
             sandbox,
             net,
+            stores,
             state: Mutex::default(),
         }
     }
@@ -189,7 +198,12 @@ impl ExtensionTools {
     pub fn tool_of(&self, def: &Arc<Definition>) -> Arc<dyn Tool> {
         match &def.body {
             Body::Script { .. } => Arc::new(ScriptTool::new(def.clone(), self.sandbox.clone())),
-            Body::Api(api) => Arc::new(ApiTool::new(def.clone(), api.clone(), self.net.clone())),
+            Body::Api(api) => Arc::new(ApiTool::new(
+                def.clone(),
+                api.clone(),
+                self.net.clone(),
+                &self.stores,
+            )),
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dispatch_engine::{
-    Access, Effect, Registry, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Access, Effect, Registry, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use dispatch_sandbox::Level;
 use schemars::JsonSchema;
@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 use super::definition::{self, Definition, Problem};
 use super::script::{self, ScriptTool};
 use super::source::{ExtensionTools, registration_problem};
+use crate::BuiltinTool;
 use crate::files::confine::Confinement;
 use crate::shell::process::SandboxConfig;
-use crate::{parse_args, schema_of};
 
 /// How long one test run may take (seed).
 const TEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,7 +32,7 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Run a script tool once.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TestToolArgs {
+pub struct TestToolArgs {
     /// An installed script tool to run: its name, with or without "script_". Give this or path.
     #[serde(default)]
     name: Option<String>,
@@ -50,7 +50,6 @@ struct TestToolArgs {
 }
 
 pub struct TestTool {
-    spec: ToolSpec,
     sandbox: SandboxConfig,
     installed: Option<Arc<ExtensionTools>>,
 }
@@ -58,45 +57,45 @@ pub struct TestTool {
 impl TestTool {
     /// A test_tool that runs drafts, and the installed tools of `installed` when given.
     pub fn new(sandbox: SandboxConfig, installed: Option<Arc<ExtensionTools>>) -> TestTool {
-        TestTool {
-            spec: ToolSpec::new(
-                "test_tool",
-                "Try a script tool: run an installed one (name) or a draft folder in the work directory (path: tool.json with name, description, parameters, and script.py / script.sh / run) once with input as its JSON arguments on stdin. Returns the exit, stdout, the tail of stderr, the definition's problems and whether input fits its parameters. Runs in the read-only sandbox (no writes, no network) for 60 s; allow_writes=true asks the user and runs it in the workspace sandbox. A person installs a finished draft with `tooldispatch tools install DIR`.",
-                schema_of::<TestToolArgs>(),
-            )
-            .concurrent()
-            .read_only()
-            .timeout(TEST_TIMEOUT + Duration::from_secs(10)),
-            sandbox,
-            installed,
-        }
-    }
-
-    /// The sandbox level a call runs at.
-    fn level(args: &Value) -> Level {
-        if args.get("allow_writes").and_then(Value::as_bool) == Some(true) {
-            Level::Workspace
-        } else {
-            Level::ReadOnly
-        }
+        TestTool { sandbox, installed }
     }
 }
 
+/// The sandbox level a call runs at.
+fn level(allow_writes: bool) -> Level {
+    if allow_writes {
+        Level::Workspace
+    } else {
+        Level::ReadOnly
+    }
+}
+
+/// `allow_writes` as sent (raw arguments, before validation).
+fn writes(args: &Value) -> bool {
+    args.get("allow_writes").and_then(Value::as_bool) == Some(true)
+}
+
 #[async_trait]
-impl Tool for TestTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for TestTool {
+    const NAME: &'static str = "test_tool";
+    const DESCRIPTION: &'static str = "Try a script tool: run an installed one (name) or a draft folder in the work directory (path: tool.json with name, description, parameters, and script.py / script.sh / run) once with input as its JSON arguments on stdin. Returns the exit, stdout, the tail of stderr, the definition's problems and whether input fits its parameters. Runs in the read-only sandbox (no writes, no network) for 60 s; allow_writes=true asks the user and runs it in the workspace sandbox. A person installs a finished draft with `tooldispatch tools install DIR`.";
+    type Args = TestToolArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.concurrent()
+            .read_only()
+            .timeout(TEST_TIMEOUT + Duration::from_secs(10))
     }
 
-    fn effect(&self, args: &Value) -> Effect {
-        match Self::level(args) {
+    fn effect(&self, args: &Value) -> Option<Effect> {
+        Some(match level(writes(args)) {
             Level::ReadOnly => Effect::Observes,
             Level::Workspace => Effect::Mutates,
-        }
+        })
     }
 
-    fn subject(&self, args: &Value, workdir: &Path) -> Subject {
-        let mut subject = match (Self::level(args), self.sandbox.missing()) {
+    fn subject(&self, args: &Value, workdir: &Path) -> Option<Subject> {
+        let mut subject = match (level(writes(args)), self.sandbox.missing()) {
             (Level::Workspace, _) => Subject::new(Access::Changes).why(
                 "test_tool runs a script tool with allow_writes: it can change files in the work directory",
             ),
@@ -108,16 +107,11 @@ impl Tool for TestTool {
         if let Some(path) = crate::subjects::text(args, "path") {
             subject = subject.path(dispatch_engine::subject::resolve_path(workdir, path));
         }
-        subject
+        Some(subject)
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: TestToolArgs = parse_args("test_tool", args)?;
-        let level = if args.allow_writes {
-            Level::Workspace
-        } else {
-            Level::ReadOnly
-        };
+    async fn run(&self, cx: ToolContext, args: TestToolArgs) -> Result<ToolOutput, ToolError> {
+        let level = level(args.allow_writes);
         let (def, problems, source) = match (&args.name, &args.path) {
             (Some(_), Some(_)) | (None, None) => {
                 return Err(ToolError::failed(

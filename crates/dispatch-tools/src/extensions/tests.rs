@@ -67,6 +67,8 @@ impl Fixture {
         let extensions = root.join("data/extensions");
         let net = Arc::new(net);
         let sandbox = crate::shell::process::SandboxConfig::default();
+        let store = dispatch_store::open("memory:").unwrap();
+        let stores = crate::Stores::all(&store);
         let ext = Arc::new(ExtensionTools::new(
             ToolDirs {
                 user: Some(user.clone()),
@@ -75,6 +77,7 @@ impl Fixture {
             },
             sandbox.clone(),
             net.clone(),
+            stores.clone(),
         ));
         let config = crate::ToolsConfig {
             sandbox,
@@ -82,8 +85,7 @@ impl Fixture {
             extensions: Some(ext.clone()),
             ..crate::ToolsConfig::default()
         };
-        let registry = crate::builtin_registry_with(&config).unwrap();
-        let store = dispatch_store::open("memory:").unwrap();
+        let registry = crate::builtin_registry_with(&config, &stores).unwrap();
         let mut engine_config = EngineConfig::new(workdir.clone());
         engine_config.data_dir = Some(data);
         engine_config.trust_workdir = trusted;
@@ -774,6 +776,7 @@ fn bad_definitions_are_refused_with_file_field_and_reason() {
             user: Some(user),
             ..ToolDirs::default()
         },
+        Default::default(),
         Default::default(),
         Default::default(),
     );

@@ -9,10 +9,13 @@
 //! file in a legacy encoding can still be patched where its text is ASCII.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::FileAction;
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use dispatch_store::{FileAction, FileHistory};
 use memchr::memmem;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -23,7 +26,7 @@ use super::confine::Confinement;
 use super::write::{
     Existing, MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error, line_delta,
 };
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Largest `content` accepted for mode=write.
 pub const MAX_CONTENT_BYTES: usize = 4 * 1024 * 1024;
@@ -43,7 +46,7 @@ const SNIPPET_CHARS: usize = 120;
 /// Write a whole file or patch parts of it.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EditFileArgs {
+pub struct EditFileArgs {
     /// The file, relative to the work directory.
     path: String,
     /// write: replace the whole file with `content` (created with its parent directories if missing). patch: apply `targets` to an existing file. Omitted: targets → patch, content → write.
@@ -86,32 +89,15 @@ struct TargetArg {
 }
 
 pub struct EditFile {
-    spec: ToolSpec,
+    /// Where each change is recorded first, so restore_file can undo it.
+    history: Option<Arc<dyn FileHistory>>,
 }
 
 impl EditFile {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         EditFile {
-            spec: ToolSpec::new(
-                "edit_file",
-                "Write a whole file (mode=write, `content`, creates missing directories) or patch it \
-                 (mode=patch, `targets`: exact `old_string` → `new_string`, optionally `replace_all`, \
-                 or `insert_string` before 1-based `row`). Each old_string must match exactly once \
-                 (copy it from read_files, indentation included); targets apply in order and all or \
-                 none. CRLF endings are kept. Content ≤ 4 MiB, patched files ≤ 16 MiB. Every change \
-                 is recorded first: the result names the version to undo it with restore_file.",
-                schema_of::<EditFileArgs>(),
-            )
-            .gate(Gate::Ask)
-            .effect(Effect::Mutates)
-            .elide_args(&["content", "targets"]),
+            history: stores.file_history.clone(),
         }
-    }
-}
-
-impl Default for EditFile {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -122,20 +108,29 @@ enum Plan {
 }
 
 #[async_trait]
-impl Tool for EditFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for EditFile {
+    const NAME: &'static str = "edit_file";
+    const DESCRIPTION: &'static str = "Write a whole file (mode=write, `content`, creates missing directories) or patch it \
+        (mode=patch, `targets`: exact `old_string` → `new_string`, optionally `replace_all`, \
+        or `insert_string` before 1-based `row`). Each old_string must match exactly once \
+        (copy it from read_files, indentation included); targets apply in order and all or \
+        none. CRLF endings are kept. Content ≤ 4 MiB, patched files ≤ 16 MiB. Every change \
+        is recorded first: the result names the version to undo it with restore_file.";
+    type Args = EditFileArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.gate(Gate::Ask)
+            .effect(Effect::Mutates)
+            .elide_args(&["content", "targets"])
     }
 
-    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+    fn subject(&self, args: &Value, workdir: &Path) -> Option<Subject> {
         use crate::subjects::{resolved, text};
-        dispatch_engine::Subject::new(dispatch_engine::Access::Changes)
-            .paths(resolved(workdir, text(args, "path")))
+        Some(Subject::new(Access::Changes).paths(resolved(workdir, text(args, "path"))))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: EditFileArgs = parse_args("edit_file", args)?;
-        let recorder = Recorder::for_call(&cx, "edit_file")?;
+    async fn run(&self, cx: ToolContext, args: EditFileArgs) -> Result<ToolOutput, ToolError> {
+        let recorder = Recorder::for_call(self.history.as_ref(), &cx, Self::NAME)?;
         let plan = plan(args.mode, args.content, args.targets)?;
         let confine = Confinement::for_call(&cx)?;
         if args.path.ends_with('/') {

@@ -678,7 +678,12 @@ async fn an_edit_drops_exactly_the_reads_of_its_resolved_path() {
     std::fs::write(root.join("a.txt"), "a1").unwrap();
     std::fs::write(root.join("b.txt"), "b1").unwrap();
     let store = dispatch_store::open("memory:").unwrap();
-    let mut registry = crate::builtin_registry().unwrap();
+    let stores = crate::Stores {
+        file_history: Some(store.clone()),
+        ..crate::Stores::default()
+    };
+    let mut registry =
+        crate::builtin_registry_with(&crate::ToolsConfig::default(), &stores).unwrap();
     registry
         .register(Arc::new(Peek {
             spec: ToolSpec::new(
@@ -693,9 +698,7 @@ async fn an_edit_drops_exactly_the_reads_of_its_resolved_path() {
         .unwrap();
     let mut config = EngineConfig::new(root.clone());
     config.data_dir = Some(data.path().canonicalize().unwrap());
-    let engine = Engine::new(registry, store.clone(), Arc::new(ApproveAll), config)
-        .unwrap()
-        .with_file_history(store.clone());
+    let engine = Engine::new(registry, store.clone(), Arc::new(ApproveAll), config).unwrap();
     let round = |run: &'static str, calls| {
         engine.round(RoundRequest::new("s", run, Provider::OpenAi, calls))
     };
@@ -773,14 +776,17 @@ async fn without_a_file_history_or_data_dir_nothing_is_changed() {
         assert!(r.content.contains("keeps no file history"), "{}", r.content);
     }
     // A file history but no data directory: no trash, so no removal.
+    let stores = crate::Stores {
+        file_history: Some(store.clone()),
+        ..crate::Stores::default()
+    };
     let engine = Engine::new(
-        crate::builtin_registry().unwrap(),
+        crate::builtin_registry_with(&crate::ToolsConfig::default(), &stores).unwrap(),
         store.clone(),
         Arc::new(ApproveAll),
         EngineConfig::new(root.clone()),
     )
-    .unwrap()
-    .with_file_history(store.clone());
+    .unwrap();
     let out = engine
         .round(RoundRequest::new(
             "s",

@@ -10,10 +10,11 @@
 //! (which sees only those) has asked first.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use dispatch_engine::sensitive::is_sensitive_path;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Access, Effect, Subject, ToolContext, ToolError, ToolOutput, ToolSpec};
 use dispatch_store::{FileHistory, FileVersion, VersionQuery};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -21,7 +22,7 @@ use serde_json::Value;
 
 use super::confine::Confinement;
 use super::write::{blocking, human_bytes, read_existing, version_bytes};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Default number of versions listed (or files read).
 pub const DEFAULT_LIMIT: usize = 3;
@@ -39,7 +40,7 @@ const MAX_TASK_ID_CHARS: usize = 200;
 /// List recorded versions, or diff one against the file on disk.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FileHistoryArgs {
+pub struct FileHistoryArgs {
     /// list: versions, newest first. read: a version diffed against the file on disk now. Omitted: read when paths or version is given, else list.
     #[serde(default)]
     mode: Option<HistoryMode>,
@@ -75,31 +76,15 @@ enum HistoryMode {
 }
 
 pub struct FileHistoryTool {
-    spec: ToolSpec,
+    /// The versions the file tools recorded.
+    history: Option<Arc<dyn FileHistory>>,
 }
 
 impl FileHistoryTool {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         FileHistoryTool {
-            spec: ToolSpec::new(
-                "file_history",
-                "Versions the file tools recorded before each change. mode=list: id, time (UTC), \
-                 action, tool, size and file, newest first, filtered by path/paths, task_id \
-                 (\"current\" = this run), from/to (UTC `YYYY-MM-DD[ HH:MM[:SS]]`), limit (default \
-                 3, max 24). mode=read: a unified diff of a version (the newest of each file in \
-                 path/paths, or `version`) against the file on disk now. Undo with restore_file.",
-                schema_of::<FileHistoryArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Observes),
+            history: stores.file_history.clone(),
         }
-    }
-}
-
-impl Default for FileHistoryTool {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -113,21 +98,27 @@ struct Filters {
 }
 
 #[async_trait]
-impl Tool for FileHistoryTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for FileHistoryTool {
+    const NAME: &'static str = "file_history";
+    const DESCRIPTION: &'static str = "Versions the file tools recorded before each change. mode=list: id, time (UTC), \
+        action, tool, size and file, newest first, filtered by path/paths, task_id \
+        (\"current\" = this run), from/to (UTC `YYYY-MM-DD[ HH:MM[:SS]]`), limit (default \
+        3, max 24). mode=read: a unified diff of a version (the newest of each file in \
+        path/paths, or `version`) against the file on disk now. Undo with restore_file.";
+    type Args = FileHistoryArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only().concurrent().effect(Effect::Observes)
     }
 
-    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+    fn subject(&self, args: &Value, workdir: &Path) -> Option<Subject> {
         use crate::subjects::{resolved, texts};
         let named = texts(args, "path").into_iter().chain(texts(args, "paths"));
-        dispatch_engine::Subject::new(dispatch_engine::Access::Reads)
-            .paths(resolved(workdir, named))
+        Some(Subject::new(Access::Reads).paths(resolved(workdir, named)))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: FileHistoryArgs = parse_args("file_history", args)?;
-        let history = cx.file_history.clone().ok_or_else(|| {
+    async fn run(&self, cx: ToolContext, args: FileHistoryArgs) -> Result<ToolOutput, ToolError> {
+        let history = self.history.clone().ok_or_else(|| {
             ToolError::failed(
                 "this dispatcher keeps no file history, so there are no versions to show",
             )

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use dispatch_engine::sensitive::is_sensitive_path;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Access, Effect, Subject, ToolContext, ToolError, ToolOutput, ToolSpec};
 use globset::{GlobBuilder, GlobMatcher};
 use grep_matcher::{LineTerminator, Matcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -35,7 +35,7 @@ use serde_json::Value;
 
 use super::confine::Confinement;
 use super::read::{human_size, thousands};
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Most queries in one call.
 pub const MAX_QUERIES: usize = 16;
@@ -58,7 +58,7 @@ const REGEX_SIZE_LIMIT: usize = 16 << 20;
 /// Find files and search their contents.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FindFilesArgs {
+pub struct FindFilesArgs {
     /// list: the entries of dir; glob: paths whose name matches pattern; search: lines
     /// matching the regex pattern. Omitted: search when a query has pattern and file_pattern,
     /// glob when it has only pattern, list otherwise.
@@ -93,53 +93,32 @@ struct Query {
     recursive: Option<bool>,
 }
 
-pub struct FindFiles {
-    spec: ToolSpec,
-}
-
-impl FindFiles {
-    pub fn new() -> Self {
-        FindFiles {
-            spec: ToolSpec::new(
-                "find_files",
-                "List directories, find files by name, or search file contents; 1-16 queries \
-                 per call. mode=list: the entries of dir (recursive=true for the whole tree). \
-                 mode=glob: files and directories whose name matches pattern (`*.rs`; with `/` \
-                 the path below dir is matched, `**` crosses directories). mode=search: lines \
-                 matching the regex pattern, as `path:line: text` with a line of context, in \
-                 files matching file_pattern (e.g. `*.py`). .gitignore is respected, binary \
-                 files are skipped, results are capped (500 entries, 200 matches) with a note \
-                 to narrow the query. Result paths are relative to the work directory; read \
-                 files with read_files.",
-                schema_of::<FindFilesArgs>(),
-            )
-            .concurrent()
-            .read_only()
-            .effect(Effect::Observes),
-        }
-    }
-}
-
-impl Default for FindFiles {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub struct FindFiles;
 
 #[async_trait]
-impl Tool for FindFiles {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for FindFiles {
+    const NAME: &'static str = "find_files";
+    const DESCRIPTION: &'static str = "List directories, find files by name, or search file contents; 1-16 queries \
+        per call. mode=list: the entries of dir (recursive=true for the whole tree). \
+        mode=glob: files and directories whose name matches pattern (`*.rs`; with `/` \
+        the path below dir is matched, `**` crosses directories). mode=search: lines \
+        matching the regex pattern, as `path:line: text` with a line of context, in \
+        files matching file_pattern (e.g. `*.py`). .gitignore is respected, binary \
+        files are skipped, results are capped (500 entries, 200 matches) with a note \
+        to narrow the query. Result paths are relative to the work directory; read \
+        files with read_files.";
+    type Args = FindFilesArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.concurrent().read_only().effect(Effect::Observes)
     }
 
-    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> Option<Subject> {
         use crate::subjects::{nested, resolved};
-        dispatch_engine::Subject::new(dispatch_engine::Access::Reads)
-            .paths(resolved(workdir, nested(args, "queries", "dir")))
+        Some(Subject::new(Access::Reads).paths(resolved(workdir, nested(args, "queries", "dir"))))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: FindFilesArgs = parse_args("find_files", args)?;
+    async fn run(&self, cx: ToolContext, args: FindFilesArgs) -> Result<ToolOutput, ToolError> {
         if args.queries.is_empty() || args.queries.len() > MAX_QUERIES {
             return Err(ToolError::failed(format!(
                 "queries must hold 1 to {MAX_QUERIES} entries, got {}; split the batch",

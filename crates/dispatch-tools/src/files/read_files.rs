@@ -33,14 +33,14 @@
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Access, Effect, Subject, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::confine::{Confinement, MAX_PATH_BYTES};
 use super::read::{self, Bound, Budget, ImageBudget, MAX_READ_BYTES, Window};
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Most files in one call.
 pub const MAX_FILES: usize = 64;
@@ -57,7 +57,7 @@ const MIN_BODY: usize = 450;
 /// Read files (text, CSV/TSV, PDF, DOCX, PPTX, images).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadFilesArgs {
+pub struct ReadFilesArgs {
     /// The files to read, 1 to 64, each with an optional window.
     #[schemars(length(min = 1, max = 64))]
     files: Vec<FileArg>,
@@ -79,53 +79,32 @@ struct FileArg {
     limit: Option<u64>,
 }
 
-pub struct ReadFiles {
-    spec: ToolSpec,
-}
-
-impl ReadFiles {
-    pub fn new() -> Self {
-        ReadFiles {
-            spec: ToolSpec::new(
-                "read_files",
-                "Read 1-64 files in one call. Text comes back with line numbers. One call \
-                 returns at most the result budget of text (about 19 KB by default), shared by \
-                 its files, so a long file comes in pages: a cut-off file ends with the offset \
-                 to continue from; read fewer files per call to see more of each. CSV/TSV are \
-                 read by rows (header kept), PDF by page, PPTX by slide, DOCX by line; \
-                 PNG/JPEG/GIF/WebP images (up to 5 MiB) are returned as images. Paths are \
-                 relative to the work directory. A file that cannot be read gets its own \
-                 `error:` line and the others are still read. To list a directory or search \
-                 file contents use find_files.",
-                schema_of::<ReadFilesArgs>(),
-            )
-            .concurrent()
-            .read_only()
-            .effect(Effect::ReadsPaths),
-        }
-    }
-}
-
-impl Default for ReadFiles {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub struct ReadFiles;
 
 #[async_trait]
-impl Tool for ReadFiles {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for ReadFiles {
+    const NAME: &'static str = "read_files";
+    const DESCRIPTION: &'static str = "Read 1-64 files in one call. Text comes back with line numbers. One call \
+        returns at most the result budget of text (about 19 KB by default), shared by \
+        its files, so a long file comes in pages: a cut-off file ends with the offset \
+        to continue from; read fewer files per call to see more of each. CSV/TSV are \
+        read by rows (header kept), PDF by page, PPTX by slide, DOCX by line; \
+        PNG/JPEG/GIF/WebP images (up to 5 MiB) are returned as images. Paths are \
+        relative to the work directory. A file that cannot be read gets its own \
+        `error:` line and the others are still read. To list a directory or search \
+        file contents use find_files.";
+    type Args = ReadFilesArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.concurrent().read_only().effect(Effect::ReadsPaths)
     }
 
-    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> Option<Subject> {
         use crate::subjects::{nested, resolved};
-        dispatch_engine::Subject::new(dispatch_engine::Access::Reads)
-            .paths(resolved(workdir, nested(args, "files", "path")))
+        Some(Subject::new(Access::Reads).paths(resolved(workdir, nested(args, "files", "path"))))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: ReadFilesArgs = parse_args("read_files", args)?;
+    async fn run(&self, cx: ToolContext, args: ReadFilesArgs) -> Result<ToolOutput, ToolError> {
         if args.files.is_empty() || args.files.len() > MAX_FILES {
             return Err(ToolError::failed(format!(
                 "files must hold 1 to {MAX_FILES} entries, got {}; split the batch",
@@ -1013,13 +992,16 @@ mod tests {
         config.data_dir = Some(data_dir.path().canonicalize().unwrap());
         config.result_budget = budget;
         let engine = Engine::new(
-            crate::builtin_registry().unwrap(),
+            crate::builtin_registry_with(
+                &crate::ToolsConfig::default(),
+                &crate::Stores::all(&store),
+            )
+            .unwrap(),
             store.clone(),
             Arc::new(Headless),
             config,
         )
         .unwrap()
-        .with_file_history(store.clone())
         .with_result_cache(store.clone());
         Harness {
             engine,

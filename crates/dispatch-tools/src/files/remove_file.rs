@@ -7,72 +7,61 @@
 //! would be the link's target, not the link the model named.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::FileAction;
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use dispatch_store::{FileAction, FileHistory};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::beneath::Target;
 use super::confine::Confinement;
 use super::write::{Recorder, blocking, check_regular, human_bytes, io_error};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Move a file to the trash (restorable).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RemoveFileArgs {
+pub struct RemoveFileArgs {
     /// The file, relative to the work directory (one regular file; not a directory).
     path: String,
 }
 
 pub struct RemoveFile {
-    spec: ToolSpec,
+    /// Where each change is recorded first, so it can be undone in turn.
+    history: Option<Arc<dyn FileHistory>>,
 }
 
 impl RemoveFile {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         RemoveFile {
-            spec: ToolSpec::new(
-                "remove_file",
-                "Remove one file by moving it to the trash; the result names the version that \
-                 restore_file(version=N) puts back byte for byte. Regular files only (files ≤ 64 \
-                 MiB): remove a directory's files one by one. Always asks the user.",
-                schema_of::<RemoveFileArgs>(),
-            )
-            .gate(Gate::Destructive)
-            .effect(Effect::Mutates),
+            history: stores.file_history.clone(),
         }
     }
 }
 
-impl Default for RemoveFile {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 #[async_trait]
-impl Tool for RemoveFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for RemoveFile {
+    const NAME: &'static str = "remove_file";
+    const DESCRIPTION: &'static str = "Remove one file by moving it to the trash; the result names the version that \
+        restore_file(version=N) puts back byte for byte. Regular files only (files ≤ 64 \
+        MiB): remove a directory's files one by one. Always asks the user.";
+    type Args = RemoveFileArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.gate(Gate::Destructive).effect(Effect::Mutates)
     }
 
-    fn subject(
-        &self,
-        args: &serde_json::Value,
-        workdir: &std::path::Path,
-    ) -> dispatch_engine::Subject {
+    fn subject(&self, args: &serde_json::Value, workdir: &std::path::Path) -> Option<Subject> {
         use crate::subjects::{resolved, texts};
-        dispatch_engine::Subject::new(dispatch_engine::Access::Destroys)
-            .paths(resolved(workdir, texts(args, "path")))
+        Some(Subject::new(Access::Destroys).paths(resolved(workdir, texts(args, "path"))))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: RemoveFileArgs = parse_args("remove_file", args)?;
-        let recorder = Recorder::for_call(&cx, "remove_file")?;
+    async fn run(&self, cx: ToolContext, args: RemoveFileArgs) -> Result<ToolOutput, ToolError> {
+        let recorder = Recorder::for_call(self.history.as_ref(), &cx, Self::NAME)?;
         recorder.require_data_dir("remove files")?;
         let confine = Confinement::for_call(&cx)?;
         let path = confine.resolve(&args.path)?;

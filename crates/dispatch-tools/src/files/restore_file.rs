@@ -9,21 +9,23 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use dispatch_engine::sensitive::is_sensitive_path;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::{FileAction, FileVersion, VersionQuery};
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use dispatch_store::{FileAction, FileHistory, FileVersion, VersionQuery};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::beneath::Target;
 use super::confine::Confinement;
 use super::write::{
     MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error, version_bytes,
 };
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Most files one task undo restores.
 pub const MAX_RESTORE_FILES: usize = 256;
@@ -37,7 +39,7 @@ const MAX_TASK_VERSIONS: usize = 20_000;
 /// Put a recorded version back, or undo a task.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RestoreFileArgs {
+pub struct RestoreFileArgs {
     /// A version id (from an edit's result or file_history): the file goes back to that version's content, or is removed if the version says it did not exist.
     #[serde(default)]
     version: Option<u64>,
@@ -50,29 +52,15 @@ struct RestoreFileArgs {
 }
 
 pub struct RestoreFile {
-    spec: ToolSpec,
+    /// Where each change is recorded first, so it can be undone in turn.
+    history: Option<Arc<dyn FileHistory>>,
 }
 
 impl RestoreFile {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         RestoreFile {
-            spec: ToolSpec::new(
-                "restore_file",
-                "Undo file changes. version=N puts back the file as version N holds it (removing \
-                 it if it did not exist then). task_id=\"current\" (or a run id) returns every \
-                 file that task changed to its state before the task; paths narrows that to some \
-                 files. Each restore is recorded, so it can be undone too. Always asks the user.",
-                schema_of::<RestoreFileArgs>(),
-            )
-            .gate(Gate::Destructive)
-            .effect(Effect::Mutates),
+            history: stores.file_history.clone(),
         }
-    }
-}
-
-impl Default for RestoreFile {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -84,26 +72,27 @@ struct Job {
 }
 
 #[async_trait]
-impl Tool for RestoreFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for RestoreFile {
+    const NAME: &'static str = "restore_file";
+    const DESCRIPTION: &'static str = "Undo file changes. version=N puts back the file as version N holds it (removing \
+        it if it did not exist then). task_id=\"current\" (or a run id) returns every \
+        file that task changed to its state before the task; paths narrows that to some \
+        files. Each restore is recorded, so it can be undone too. Always asks the user.";
+    type Args = RestoreFileArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.gate(Gate::Destructive).effect(Effect::Mutates)
     }
 
     /// The paths named; a restore by version or task touches files the call does not name,
     /// which it reports in its output for dedupe.
-    fn subject(
-        &self,
-        args: &serde_json::Value,
-        workdir: &std::path::Path,
-    ) -> dispatch_engine::Subject {
+    fn subject(&self, args: &serde_json::Value, workdir: &std::path::Path) -> Option<Subject> {
         use crate::subjects::{resolved, texts};
-        dispatch_engine::Subject::new(dispatch_engine::Access::Destroys)
-            .paths(resolved(workdir, texts(args, "paths")))
+        Some(Subject::new(Access::Destroys).paths(resolved(workdir, texts(args, "paths"))))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: RestoreFileArgs = parse_args("restore_file", args)?;
-        let recorder = Recorder::for_call(&cx, "restore_file")?;
+    async fn run(&self, cx: ToolContext, args: RestoreFileArgs) -> Result<ToolOutput, ToolError> {
+        let recorder = Recorder::for_call(self.history.as_ref(), &cx, Self::NAME)?;
         let confine = Confinement::for_call(&cx)?;
         let named = resolve_paths(&confine, args.paths.as_deref())?;
         let (jobs, heading) = match (args.version, args.task_id.as_deref()) {

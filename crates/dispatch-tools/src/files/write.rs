@@ -279,9 +279,13 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// The recorder of a call, or a refusal when the engine keeps no file history.
-    pub fn for_call(cx: &ToolContext, tool: &'static str) -> Result<Recorder, ToolError> {
-        let history = cx.file_history.clone().ok_or_else(|| {
+    /// The recorder of a call into `history` (the tool's), or a refusal when there is none.
+    pub fn for_call(
+        history: Option<&Arc<dyn FileHistory>>,
+        cx: &ToolContext,
+        tool: &'static str,
+    ) -> Result<Recorder, ToolError> {
+        let history = history.cloned().ok_or_else(|| {
             ToolError::failed(format!(
                 "{tool} refuses to change files: this dispatcher keeps no file history, so the \
                  change could not be undone. Start tooldispatch with a store (--store) to enable \

@@ -3,17 +3,17 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dispatch_engine::{Question, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Question, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Ask the user, and say where the task stands so it can resume from the answer.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AskUserArgs {
+pub struct AskUserArgs {
     /// The questions, asked together; one answer comes back for each.
     #[schemars(length(min = 1, max = 10))]
     questions: Vec<QuestionArg>,
@@ -60,60 +60,40 @@ struct StateArg {
 /// Longest answer kept in the result; a longer one is cut with a note.
 const MAX_ANSWER: usize = 20_000;
 
-pub struct AskUser {
-    spec: ToolSpec,
-}
+pub struct AskUser;
 
-impl AskUser {
-    pub fn new() -> Self {
-        AskUser {
-            spec: ToolSpec::new(
-                "ask_user",
-                "Ask the user when only they can decide or know (a preference, a missing fact, approval of a plan). The task pauses until they answer; each answer comes back as this call's result. Do not ask what a tool can find out.",
-                schema_of::<AskUserArgs>(),
-            )
-            .asks_user()
+#[async_trait]
+impl BuiltinTool for AskUser {
+    const NAME: &'static str = "ask_user";
+    const DESCRIPTION: &'static str = "Ask the user when only they can decide or know (a preference, a missing fact, approval of a plan). The task pauses until they answer; each answer comes back as this call's result. Do not ask what a tool can find out.";
+    type Args = AskUserArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.asks_user()
             // A human may take their time; the terminal prompt itself has no deadline.
             .timeout(Duration::from_secs(24 * 60 * 60))
             // Asking again is a new question to the user, never a remembered answer.
-            .no_dedupe(),
-        }
-    }
-}
-
-impl Default for AskUser {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait]
-impl Tool for AskUser {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+            .no_dedupe()
     }
 
     fn parked_state(&self, args: &Value) -> Value {
         args.get("state").cloned().unwrap_or(Value::Null)
     }
 
-    fn questions(&self, args: &Value) -> Vec<Question> {
-        let Ok(args) = serde_json::from_value::<AskUserArgs>(args.clone()) else {
-            return Vec::new();
-        };
+    fn questions(&self, args: &AskUserArgs) -> Vec<Question> {
         args.questions
-            .into_iter()
+            .iter()
             .map(|q| Question {
                 question: one_line(&q.question),
-                detail: q.detail,
-                options: q.options,
+                detail: q.detail.clone(),
+                options: q.options.clone(),
                 multi_select: q.multi_select,
                 secret: q.secret,
             })
             .collect()
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, cx: ToolContext, args: AskUserArgs) -> Result<ToolOutput, ToolError> {
         check(&args)?;
         let questions = self.questions(&args);
         let Some(answers) = cx.user.ask(&questions).await else {
@@ -127,7 +107,7 @@ impl Tool for AskUser {
     async fn answered(
         &self,
         cx: ToolContext,
-        args: Value,
+        args: AskUserArgs,
         answers: Vec<String>,
     ) -> Result<ToolOutput, ToolError> {
         let questions = self.questions(&args);
@@ -147,8 +127,7 @@ impl Tool for AskUser {
 }
 
 /// Refuse blank questions: the schema counts characters, not words.
-fn check(args: &Value) -> Result<(), ToolError> {
-    let args: AskUserArgs = parse_args("ask_user", args.clone())?;
+fn check(args: &AskUserArgs) -> Result<(), ToolError> {
     if let Some(n) = args
         .questions
         .iter()

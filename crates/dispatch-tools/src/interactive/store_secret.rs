@@ -4,17 +4,17 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Question, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Effect, Question, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Ask the user for a credential and store it under a name.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct StoreSecretArgs {
+pub struct StoreSecretArgs {
     /// The secret's name, UPPER_SNAKE like GITHUB_TOKEN (letters, digits, `_ . -`).
     #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9_.-]+$"))]
     key: String,
@@ -24,43 +24,23 @@ struct StoreSecretArgs {
     question: Option<String>,
 }
 
-pub struct StoreSecret {
-    spec: ToolSpec,
-}
+pub struct StoreSecret;
 
-impl StoreSecret {
-    pub fn new() -> Self {
-        StoreSecret {
-            spec: ToolSpec::new(
-                "store_secret",
-                "Ask the user to enter a credential (API key, token) at a masked prompt and store it encrypted under `key`. You never see the value: use it as {{secret:KEY}} in http_request headers.",
-                schema_of::<StoreSecretArgs>(),
-            )
-            .asks_user()
+#[async_trait]
+impl BuiltinTool for StoreSecret {
+    const NAME: &'static str = "store_secret";
+    const DESCRIPTION: &'static str = "Ask the user to enter a credential (API key, token) at a masked prompt and store it encrypted under `key`. You never see the value: use it as {{secret:KEY}} in http_request headers.";
+    type Args = StoreSecretArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.asks_user()
             .timeout(Duration::from_secs(24 * 60 * 60))
             // A new credential changes what calls that failed without it would return now.
             .effect(Effect::Mutates)
-            .no_dedupe(),
-        }
-    }
-}
-
-impl Default for StoreSecret {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait]
-impl Tool for StoreSecret {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+            .no_dedupe()
     }
 
-    fn questions(&self, args: &Value) -> Vec<Question> {
-        let Ok(args) = serde_json::from_value::<StoreSecretArgs>(args.clone()) else {
-            return Vec::new();
-        };
+    fn questions(&self, args: &StoreSecretArgs) -> Vec<Question> {
         vec![Question {
             question: format!("Enter the value for {}", args.key),
             detail: Some(match args.question.as_deref() {
@@ -75,7 +55,7 @@ impl Tool for StoreSecret {
         }]
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, cx: ToolContext, args: StoreSecretArgs) -> Result<ToolOutput, ToolError> {
         let questions = self.questions(&args);
         let Some(answers) = cx.user.ask(&questions).await else {
             return Err(ToolError::failed(
@@ -88,10 +68,9 @@ impl Tool for StoreSecret {
     async fn answered(
         &self,
         cx: ToolContext,
-        args: Value,
+        args: StoreSecretArgs,
         answers: Vec<String>,
     ) -> Result<ToolOutput, ToolError> {
-        let args: StoreSecretArgs = parse_args("store_secret", args)?;
         let Some(secrets) = &cx.secrets else {
             return Err(ToolError::failed(
                 "this dispatcher has no secret store, so the value was not kept",

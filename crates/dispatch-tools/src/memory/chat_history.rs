@@ -5,15 +5,16 @@
 //!
 //! Dedupe is off: the history grows with every round, so a repeated call must look again.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::{ChatHit, TranscriptMessage, chat};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_store::{ChatHistory, ChatHit, TranscriptMessage, chat};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{age, chat_history, clip, now_ms, store_failed};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 const LIST_LIMIT: usize = 10;
 const SEARCH_LIMIT: usize = 8;
@@ -27,7 +28,7 @@ const DAY_MS: u64 = 86_400_000;
 /// This session's history of tool calls and results.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ChatHistoryArgs {
+pub struct ChatHistoryArgs {
     /// list (runs), read (one run) or search. Omitted: task_id → read, keyword → search, else list.
     #[serde(default)]
     mode: Option<ModeArg>,
@@ -88,28 +89,15 @@ impl RangeArg {
 }
 
 pub struct ChatHistoryTool {
-    spec: ToolSpec,
+    /// The sessions' transcripts, searchable.
+    history: Option<Arc<dyn ChatHistory>>,
 }
 
 impl ChatHistoryTool {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         ChatHistoryTool {
-            spec: ToolSpec::new(
-                "chat_history",
-                "This session's earlier work: the tool calls and their results (not the user's messages or your answers). list = recent runs; read = one run's calls and results (task_id from list); search = calls and results containing every keyword word.",
-                schema_of::<ChatHistoryArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Observes)
-            .no_dedupe(),
+            history: stores.chat_history.clone(),
         }
-    }
-}
-
-impl Default for ChatHistoryTool {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -174,13 +162,19 @@ fn snippet(text: &str, query: &[String]) -> String {
 }
 
 #[async_trait]
-impl Tool for ChatHistoryTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for ChatHistoryTool {
+    const NAME: &'static str = "chat_history";
+    const DESCRIPTION: &'static str = "This session's earlier work: the tool calls and their results (not the user's messages or your answers). list = recent runs; read = one run's calls and results (task_id from list); search = calls and results containing every keyword word.";
+    type Args = ChatHistoryArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only()
+            .concurrent()
+            .effect(Effect::Observes)
+            .no_dedupe()
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: ChatHistoryArgs = parse_args("chat_history", args)?;
+    async fn run(&self, cx: ToolContext, args: ChatHistoryArgs) -> Result<ToolOutput, ToolError> {
         let task_id = args
             .task_id
             .as_deref()
@@ -196,7 +190,7 @@ impl Tool for ChatHistoryTool {
             (None, Some(_)) => ModeArg::Search,
             (None, None) => ModeArg::List,
         });
-        let history = chat_history(&cx)?;
+        let history = chat_history(&self.history)?;
         let session: &str = &cx.session_id;
         let now = now_ms();
         let range = args.time_range.unwrap_or(RangeArg::Day);

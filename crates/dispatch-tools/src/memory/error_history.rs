@@ -5,22 +5,23 @@
 //! Dedupe is off: the memory changes under a run (write_error does not bump the write epoch),
 //! so a repeated search must ask the store again.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::ErrorRecord;
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_store::{ErrorMemory, ErrorRecord};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{age, clip, error_memory, now_ms, store_failed};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 const DEFAULT_LIMIT: usize = 4;
 
 /// Search or read the error memory.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ErrorHistoryArgs {
+pub struct ErrorHistoryArgs {
     /// search (default) or read (one record by hash; the default when hash is given).
     #[serde(default)]
     mode: Option<ModeArg>,
@@ -51,28 +52,15 @@ enum ModeArg {
 }
 
 pub struct ErrorHistory {
-    spec: ToolSpec,
+    /// The recorded failures and fixes.
+    memory: Option<Arc<dyn ErrorMemory>>,
 }
 
 impl ErrorHistory {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         ErrorHistory {
-            spec: ToolSpec::new(
-                "error_history",
-                "Search the recorded tool failures and their fixes (newest first), or read one record by its id (hash). Use it before retrying a failed call a second time. To record a fix, call write_error.",
-                schema_of::<ErrorHistoryArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Observes)
-            .no_dedupe(),
+            memory: stores.error_memory.clone(),
         }
-    }
-}
-
-impl Default for ErrorHistory {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -111,13 +99,19 @@ fn full(r: &ErrorRecord, now: u64) -> String {
 }
 
 #[async_trait]
-impl Tool for ErrorHistory {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for ErrorHistory {
+    const NAME: &'static str = "error_history";
+    const DESCRIPTION: &'static str = "Search the recorded tool failures and their fixes (newest first), or read one record by its id (hash). Use it before retrying a failed call a second time. To record a fix, call write_error.";
+    type Args = ErrorHistoryArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only()
+            .concurrent()
+            .effect(Effect::Observes)
+            .no_dedupe()
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: ErrorHistoryArgs = parse_args("error_history", args)?;
+    async fn run(&self, _cx: ToolContext, args: ErrorHistoryArgs) -> Result<ToolOutput, ToolError> {
         let hash = args
             .hash
             .as_deref()
@@ -128,7 +122,7 @@ impl Tool for ErrorHistory {
         } else {
             ModeArg::Search
         });
-        let memory = error_memory(&cx, "error_history")?;
+        let memory = error_memory(&self.memory, Self::NAME)?;
         let now = now_ms();
         if mode == ModeArg::Read {
             let Some(hash) = hash else {

@@ -1,11 +1,11 @@
 //! Memory tools: what the agent learned from failures (`write_error`, `error_history`) and what
-//! it did earlier in the session (`chat_history`). They only read and write the stores the
-//! engine hands them — never files — so they are read-only for the gate and concurrent.
+//! it did earlier in the session (`chat_history`). They only read and write the stores they are
+//! given when built — never files — so they are read-only for the gate and concurrent.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dispatch_engine::{ToolContext, ToolError};
+use dispatch_engine::ToolError;
 use dispatch_store::{ChatHistory, ErrorMemory};
 
 mod chat_history;
@@ -19,18 +19,21 @@ pub use write_error::WriteError;
 #[cfg(test)]
 mod tests;
 
-/// The error memory of this engine, or a failure that says it is not configured.
-fn error_memory(cx: &ToolContext, tool: &str) -> Result<Arc<dyn ErrorMemory>, ToolError> {
-    cx.error_memory.clone().ok_or_else(|| {
+/// The error memory a tool was given, or a failure that says there is none.
+fn error_memory(
+    memory: &Option<Arc<dyn ErrorMemory>>,
+    tool: &str,
+) -> Result<Arc<dyn ErrorMemory>, ToolError> {
+    memory.clone().ok_or_else(|| {
         ToolError::failed(format!(
             "{tool} is unavailable: this dispatcher runs without an error memory store; continue without it"
         ))
     })
 }
 
-/// The chat history of this engine, or a failure that says it is not configured.
-fn chat_history(cx: &ToolContext) -> Result<Arc<dyn ChatHistory>, ToolError> {
-    cx.chat_history.clone().ok_or_else(|| {
+/// The chat history a tool was given, or a failure that says there is none.
+fn chat_history(history: &Option<Arc<dyn ChatHistory>>) -> Result<Arc<dyn ChatHistory>, ToolError> {
+    history.clone().ok_or_else(|| {
         ToolError::failed(
             "chat_history is unavailable: this dispatcher runs without a chat history store; continue without it",
         )

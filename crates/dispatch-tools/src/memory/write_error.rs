@@ -3,20 +3,21 @@
 //! and nothing else: `Effect::Pure` (no write epoch, so the run's file reads stay deduped) with
 //! dedupe off (recording the same note twice must record it twice, never replay "recorded").
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::{ErrorRecord, Outcome};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_store::{ErrorMemory, ErrorRecord, Outcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{error_memory, now_ms, required, store_failed};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Record how a tool failure ended.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteErrorArgs {
+pub struct WriteErrorArgs {
     /// The tool that failed, exactly as called (e.g. "edit_file").
     #[schemars(length(min = 1, max = 128))]
     tool_name: String,
@@ -50,28 +51,15 @@ enum OutcomeArg {
 }
 
 pub struct WriteError {
-    spec: ToolSpec,
+    /// The recorded failures and fixes.
+    memory: Option<Arc<dyn ErrorMemory>>,
 }
 
 impl WriteError {
-    pub fn new() -> Self {
+    pub fn new(stores: &Stores) -> Self {
         WriteError {
-            spec: ToolSpec::new(
-                "write_error",
-                "Record how a tool failure ended, so the next time that tool fails the same way its result shows your fix under related_errors. Call it once a different fix works (outcome=resolved), or when you give up (failed/abandoned). Returns the record's 8-character id.",
-                schema_of::<WriteErrorArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Pure)
-            .no_dedupe(),
+            memory: stores.error_memory.clone(),
         }
-    }
-}
-
-impl Default for WriteError {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -92,13 +80,19 @@ fn tool_name(raw: &str) -> Result<String, ToolError> {
 }
 
 #[async_trait]
-impl Tool for WriteError {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for WriteError {
+    const NAME: &'static str = "write_error";
+    const DESCRIPTION: &'static str = "Record how a tool failure ended, so the next time that tool fails the same way its result shows your fix under related_errors. Call it once a different fix works (outcome=resolved), or when you give up (failed/abandoned). Returns the record's 8-character id.";
+    type Args = WriteErrorArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only()
+            .concurrent()
+            .effect(Effect::Pure)
+            .no_dedupe()
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: WriteErrorArgs = parse_args("write_error", args)?;
+    async fn run(&self, _cx: ToolContext, args: WriteErrorArgs) -> Result<ToolOutput, ToolError> {
         let tool = tool_name(&args.tool_name)?;
         let mut keywords = Vec::with_capacity(args.keywords.len());
         for (i, KeywordArg(k)) in args.keywords.into_iter().enumerate() {
@@ -123,7 +117,7 @@ impl Tool for WriteError {
             OutcomeArg::Failed => Outcome::Failed,
             OutcomeArg::Abandoned => Outcome::Abandoned,
         };
-        let memory = error_memory(&cx, "write_error")?;
+        let memory = error_memory(&self.memory, Self::NAME)?;
         let record = ErrorRecord::new(
             &tool,
             &keywords,

@@ -9,15 +9,15 @@
 use std::io::{self, Write};
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
 use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, Value as JinjaValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::BuiltinTool;
 use crate::files::write::human_bytes;
-use crate::{parse_args, schema_of};
 
 /// The largest inline template accepted, in bytes.
 pub const TEMPLATE_CAP: usize = 64 * 1024;
@@ -54,7 +54,7 @@ pub const BUILTINS: [(&str, &str, &str); 3] = [
 /// Render HTML.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct HtmlTemplateArgs {
+pub struct HtmlTemplateArgs {
     /// A built-in name (report, table, card_list) or the Jinja template text itself (max 64 KiB).
     template: String,
     /// The template's variables as an object (max 1 MiB as JSON).
@@ -63,39 +63,19 @@ struct HtmlTemplateArgs {
     data: Option<Value>,
 }
 
-pub struct HtmlTemplate {
-    spec: ToolSpec,
-}
-
-impl HtmlTemplate {
-    pub fn new() -> Self {
-        HtmlTemplate {
-            spec: ToolSpec::new(
-                "html_template",
-                "Render an HTML page from data and return it. template: a built-in name — report {title, summary, sections:[{heading, body}]}, table {title, columns:[...], rows:[[...]]}, card_list {title, cards:[{title, body, url}]} — or Jinja template text using data's keys as variables. Every value is HTML-escaped; a variable missing from data is an error (guard optional ones with {% if x %}). Limits: template 64 KiB, data 1 MiB, page 1 MiB, bounded loop work. Save the page with write_result(format=\"html\").",
-                schema_of::<HtmlTemplateArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Pure),
-        }
-    }
-}
-
-impl Default for HtmlTemplate {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub struct HtmlTemplate;
 
 #[async_trait]
-impl Tool for HtmlTemplate {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for HtmlTemplate {
+    const NAME: &'static str = "html_template";
+    const DESCRIPTION: &'static str = "Render an HTML page from data and return it. template: a built-in name — report {title, summary, sections:[{heading, body}]}, table {title, columns:[...], rows:[[...]]}, card_list {title, cards:[{title, body, url}]} — or Jinja template text using data's keys as variables. Every value is HTML-escaped; a variable missing from data is an error (guard optional ones with {% if x %}). Limits: template 64 KiB, data 1 MiB, page 1 MiB, bounded loop work. Save the page with write_result(format=\"html\").";
+    type Args = HtmlTemplateArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only().concurrent().effect(Effect::Pure)
     }
 
-    async fn call(&self, _cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: HtmlTemplateArgs = parse_args("html_template", args)?;
+    async fn run(&self, _cx: ToolContext, args: HtmlTemplateArgs) -> Result<ToolOutput, ToolError> {
         let (name, source) = choose(&args.template)?;
         let data = match args.data {
             None | Some(Value::Null) => Value::Object(serde_json::Map::new()),

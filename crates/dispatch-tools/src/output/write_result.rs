@@ -10,13 +10,12 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use dispatch_engine::shaping::{safe_component, session_dir};
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
+use crate::BuiltinTool;
 use crate::files::write::human_bytes;
-use crate::{parse_args, schema_of};
 
 /// The largest deliverable accepted, in bytes.
 pub const RESULT_CAP: usize = 8 * 1024 * 1024;
@@ -28,7 +27,7 @@ pub const DELIVERABLES_DIR: &str = "deliverables";
 /// Save the deliverable.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteResultArgs {
+pub struct WriteResultArgs {
     /// The whole deliverable, at most 8 MiB.
     content: String,
     /// markdown (default), html, json (must be valid JSON) or text.
@@ -67,43 +66,26 @@ impl Format {
     }
 }
 
-pub struct WriteResult {
-    spec: ToolSpec,
-}
+pub struct WriteResult;
 
-impl WriteResult {
-    pub fn new() -> Self {
-        WriteResult {
-            spec: ToolSpec::new(
-                "write_result",
-                "Save the task's final deliverable (report, page, data) as a file in this session's results and get its path back. Call it once the answer is complete. format: markdown (default), html, json (must parse) or text; at most 8 MiB. Writes nothing in the work directory (use edit_file for project files).",
-                schema_of::<WriteResultArgs>(),
-            )
+#[async_trait]
+impl BuiltinTool for WriteResult {
+    const NAME: &'static str = "write_result";
+    const DESCRIPTION: &'static str = "Save the task's final deliverable (report, page, data) as a file in this session's results and get its path back. Call it once the answer is complete. format: markdown (default), html, json (must parse) or text; at most 8 MiB. Writes nothing in the work directory (use edit_file for project files).";
+    type Args = WriteResultArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec
             // Writing under the session's own data directory changes none of the user's files.
             .read_only()
             .effect(Effect::Pure)
             // Every call saves a new file: a repeated call must save again, not be answered
             // from the dedupe table.
             .no_dedupe()
-            .elide_args(&["content"]),
-        }
-    }
-}
-
-impl Default for WriteResult {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait]
-impl Tool for WriteResult {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+            .elide_args(&["content"])
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: WriteResultArgs = parse_args("write_result", args)?;
+    async fn run(&self, cx: ToolContext, args: WriteResultArgs) -> Result<ToolOutput, ToolError> {
         let format = args.format.unwrap_or(Format::Markdown);
         let Some(data_dir) = cx.data_dir.clone() else {
             return Err(ToolError::failed(
@@ -226,7 +208,7 @@ mod tests {
     use dispatch_engine::Status;
     use dispatch_engine::shaping::session_dir;
     use dispatch_store::TranscriptMessage;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::test_support::*;

@@ -1,55 +1,46 @@
 //! `reasoning_guide`: a short guide on how to go about a kind of work.
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
 
 use super::guides::{guide, topics};
+use crate::BuiltinTool;
 
-pub struct ReasoningGuide {
-    spec: ToolSpec,
+// No doc comment: the schema the model has always seen has no top-level description.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReasoningGuideArgs {
+    /// The guide to read.
+    #[schemars(schema_with = "topic_enum")]
+    topic: String,
 }
 
-impl ReasoningGuide {
-    pub fn new() -> Self {
-        // The topic enum comes from the guide table itself, so a new guide is offered at once.
-        let topics: Vec<&str> = topics().collect();
-        ReasoningGuide {
-            spec: ToolSpec::new(
-                "reasoning_guide",
-                "Read a short guide before a kind of work you have not done well yet: tool_error (a call failed), targeted_read (reading code or files), rag_web (web research), ask_user, subagent_dispatch, write_todo (multi-step work), html_render, tool_generate (writing a tool), market_analysis.",
-                json!({
-                    "type": "object",
-                    "properties": {"topic": {"type": "string", "enum": topics, "description": "The guide to read."}},
-                    "required": ["topic"],
-                    "additionalProperties": false
-                }),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Pure),
-        }
-    }
+/// The topic enum comes from the guide table itself, so a new guide is offered at once.
+fn topic_enum(_: &mut SchemaGenerator) -> Schema {
+    let topics: Vec<&str> = topics().collect();
+    json_schema!({"type": "string", "enum": topics})
 }
 
-impl Default for ReasoningGuide {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub struct ReasoningGuide;
 
 #[async_trait]
-impl Tool for ReasoningGuide {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for ReasoningGuide {
+    const NAME: &'static str = "reasoning_guide";
+    const DESCRIPTION: &'static str = "Read a short guide before a kind of work you have not done well yet: tool_error (a call failed), targeted_read (reading code or files), rag_web (web research), ask_user, subagent_dispatch, write_todo (multi-step work), html_render, tool_generate (writing a tool), market_analysis.";
+    type Args = ReasoningGuideArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only().concurrent().effect(Effect::Pure)
     }
 
-    async fn call(&self, _cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let topic = args
-            .get("topic")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim();
+    async fn run(
+        &self,
+        _cx: ToolContext,
+        args: ReasoningGuideArgs,
+    ) -> Result<ToolOutput, ToolError> {
+        let topic = args.topic.trim();
         match guide(topic) {
             Some(text) => Ok(ToolOutput::text(text)),
             None => Err(ToolError::failed(format!(
@@ -67,6 +58,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::ReasoningGuide;
+    use crate::Builtin;
     use crate::planning::guides::GUIDES;
     use crate::test_support::*;
 
@@ -113,7 +105,7 @@ mod tests {
 
     #[test]
     fn the_topic_enum_lists_every_guide_in_order() {
-        let tool = ReasoningGuide::new();
+        let tool = Builtin::new(ReasoningGuide);
         let topics: Vec<Value> = GUIDES.iter().map(|(t, _)| json!(t)).collect();
         assert_eq!(
             tool.spec().parameters["properties"]["topic"]["enum"],

@@ -1,18 +1,17 @@
 //! `write_todo`: replace the session's whole todo list.
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
 use dispatch_store::{Todo, TodoStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Replace the whole todo list.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteTodoArgs {
+pub struct WriteTodoArgs {
     /// Every step of the task, in order; this list replaces the previous one.
     #[schemars(length(min = 1))]
     todos: Vec<TodoArg>,
@@ -39,41 +38,23 @@ enum StatusArg {
     Completed,
 }
 
-pub struct WriteTodo {
-    spec: ToolSpec,
-}
+pub struct WriteTodo;
 
-impl WriteTodo {
-    pub fn new() -> Self {
-        WriteTodo {
-            spec: ToolSpec::new(
-                "write_todo",
-                "Save the checklist for a task of three or more steps. Send the whole list every time (it replaces the previous one); keep exactly one step in_progress while working and mark each step completed as soon as it is done.",
-                schema_of::<WriteTodoArgs>(),
-            )
-            .read_only()
+#[async_trait]
+impl BuiltinTool for WriteTodo {
+    const NAME: &'static str = "write_todo";
+    const DESCRIPTION: &'static str = "Save the checklist for a task of three or more steps. Send the whole list every time (it replaces the previous one); keep exactly one step in_progress while working and mark each step completed as soon as it is done.";
+    type Args = WriteTodoArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only()
             .concurrent()
             .effect(Effect::Pure)
             // Writing the list is the point of the call: A, B, A must store A again.
-            .no_dedupe(),
-        }
-    }
-}
-
-impl Default for WriteTodo {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait]
-impl Tool for WriteTodo {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+            .no_dedupe()
     }
 
-    async fn call(&self, _cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: WriteTodoArgs = parse_args("write_todo", args)?;
+    async fn run(&self, _cx: ToolContext, args: WriteTodoArgs) -> Result<ToolOutput, ToolError> {
         let mut todos = Vec::with_capacity(args.todos.len());
         for (i, item) in args.todos.into_iter().enumerate() {
             let content = item.content.trim().to_string();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dispatch_engine::{
-    Access, Effect, Gate, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -24,7 +24,7 @@ use super::jobs::{Job, JobEnd, JobTable, MAX_RUNNING, RING_CAP, STOP_WAIT};
 use super::process::{self, CommandArgs, SandboxConfig, describe_exit};
 use super::readonly::ReadOnlyCommands;
 use super::subject::CommandCall;
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Most bytes one `read` returns (below the engine's result budget, so it is never shaped).
 pub const READ_MAX: usize = 16_000;
@@ -45,7 +45,7 @@ enum Mode {
 /// Start, list, read or stop background jobs.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct BackgroundCommandArgs {
+pub struct BackgroundCommandArgs {
     /// start: run argv in the background, returns a job id at once; list: this session's jobs;
     /// read: a job's output from offset; stop: stop a job and every process it started.
     mode: Mode,
@@ -84,7 +84,6 @@ struct BackgroundCommandArgs {
 }
 
 pub struct BackgroundCommand {
-    spec: ToolSpec,
     jobs: JobTable,
     parent_env: Option<Vec<(OsString, OsString)>>,
     /// Commands the user declared read-only (`[commands] read_only`).
@@ -95,15 +94,6 @@ pub struct BackgroundCommand {
 impl BackgroundCommand {
     pub fn new() -> Self {
         BackgroundCommand {
-            spec: ToolSpec::new(
-                "background_command",
-                "Run a long command (server, watcher, long build) in the background. mode=start returns a job id at once; read returns its output from a byte offset (plus the next offset, and the exit status once it ended); list shows this session's jobs; stop kills a job with every process it started. At most 16 running jobs per session; the last 4 MiB of each job's output is kept. Jobs stop when tooldispatch exits (the one-shot CLI exits after each round).",
-                schema_of::<BackgroundCommandArgs>(),
-            )
-            .gate(Gate::Ask)
-            .effect(Effect::Mutates)
-            .no_dedupe()
-            .timeout(Duration::from_secs(MAX_WAIT_SECS) + STOP_WAIT + Duration::from_secs(10)),
             jobs: JobTable::default(),
             parent_env: None,
             read_only: ReadOnlyCommands::default(),
@@ -137,33 +127,45 @@ impl Default for BackgroundCommand {
 }
 
 #[async_trait]
-impl Tool for BackgroundCommand {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for BackgroundCommand {
+    const NAME: &'static str = "background_command";
+    const DESCRIPTION: &'static str = "Run a long command (server, watcher, long build) in the background. mode=start returns a job id at once; read returns its output from a byte offset (plus the next offset, and the exit status once it ended); list shows this session's jobs; stop kills a job with every process it started. At most 16 running jobs per session; the last 4 MiB of each job's output is kept. Jobs stop when tooldispatch exits (the one-shot CLI exits after each round).";
+    type Args = BackgroundCommandArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.gate(Gate::Ask)
+            .effect(Effect::Mutates)
+            .no_dedupe()
+            .timeout(Duration::from_secs(MAX_WAIT_SECS) + STOP_WAIT + Duration::from_secs(10))
     }
 
-    fn subject(&self, args: &Value, workdir: &Path) -> Subject {
+    fn subject(&self, args: &Value, workdir: &Path) -> Option<Subject> {
         // Listing and reading jobs only read; stopping one and starting one change things.
-        match args.get("mode").and_then(Value::as_str).map(str::trim) {
-            Some("list" | "read") => Subject::new(Access::Reads),
-            Some("start") => match CommandCall::from_args(args) {
-                Some(call) => {
-                    call.subject(
-                        "background_command",
-                        workdir,
-                        &self.read_only,
-                        self.sandbox.missing().as_deref(),
-                    )
-                    .0
-                }
-                None => Subject::new(Access::Changes),
+        Some(
+            match args.get("mode").and_then(Value::as_str).map(str::trim) {
+                Some("list" | "read") => Subject::new(Access::Reads),
+                Some("start") => match CommandCall::from_args(args) {
+                    Some(call) => {
+                        call.subject(
+                            "background_command",
+                            workdir,
+                            &self.read_only,
+                            self.sandbox.missing().as_deref(),
+                        )
+                        .0
+                    }
+                    None => Subject::new(Access::Changes),
+                },
+                _ => Subject::new(Access::Changes),
             },
-            _ => Subject::new(Access::Changes),
-        }
+        )
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: BackgroundCommandArgs = parse_args("background_command", args)?;
+    async fn run(
+        &self,
+        cx: ToolContext,
+        args: BackgroundCommandArgs,
+    ) -> Result<ToolOutput, ToolError> {
         check_fields(&args)?;
         let text = match args.mode {
             Mode::Start => self.start(&cx, &args)?,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use dispatch_engine::{
-    Access, Effect, Gate, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -28,7 +28,7 @@ use super::process::{
 };
 use super::readonly::ReadOnlyCommands;
 use super::subject::CommandCall;
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// Default hard limit of one command (the seed's 300 s).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
@@ -49,7 +49,7 @@ const FINAL_DRAIN: Duration = Duration::from_secs(1);
 /// Run a program and wait for it.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RunCommandArgs {
+pub struct RunCommandArgs {
     /// The program and its arguments, one item each, passed as-is with no shell: `*`, `;`,
     /// `$VAR` and quotes are literal. E.g. ["cargo", "test", "--", "--nocapture"]. 1-256 items,
     /// each at most 32 KiB.
@@ -103,7 +103,6 @@ enum End {
 }
 
 pub struct RunCommand {
-    spec: ToolSpec,
     /// What commands inherit (scrubbed); `None`: this process's environment at call time.
     parent_env: Option<Vec<(OsString, OsString)>>,
     /// Commands the user declared read-only (`[commands] read_only`).
@@ -114,17 +113,6 @@ pub struct RunCommand {
 impl RunCommand {
     pub fn new() -> Self {
         RunCommand {
-            spec: ToolSpec::new(
-                "run_command",
-                "Run a program in the work directory and wait for it; returns the exit code, stdout and stderr (long output keeps its head, tail and error lines; the full text is saved to a file). argv is passed without a shell. A non-zero exit is reported, not an error. Commands that only read (ls, cat, git status/log/diff, …) run without asking; others ask the user. Stopped after `timeout` s (default 300) or `idle_timeout` s without output (default 120), with every process it started.",
-                schema_of::<RunCommandArgs>(),
-            )
-            .gate(Gate::Ask)
-            .effect(Effect::Mutates)
-            // The call enforces `timeout` itself (stopping gracefully, keeping the output);
-            // the engine's limit is a backstop above the largest one a call may ask for.
-            .timeout(Duration::from_secs(MAX_TIMEOUT_SECS) + 2 * GRACE + Duration::from_secs(10))
-            .elide_args(&["stdin"]),
             parent_env: None,
             read_only: ReadOnlyCommands::default(),
             sandbox: SandboxConfig::default(),
@@ -157,13 +145,22 @@ impl Default for RunCommand {
 }
 
 #[async_trait]
-impl Tool for RunCommand {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for RunCommand {
+    const NAME: &'static str = "run_command";
+    const DESCRIPTION: &'static str = "Run a program in the work directory and wait for it; returns the exit code, stdout and stderr (long output keeps its head, tail and error lines; the full text is saved to a file). argv is passed without a shell. A non-zero exit is reported, not an error. Commands that only read (ls, cat, git status/log/diff, …) run without asking; others ask the user. Stopped after `timeout` s (default 300) or `idle_timeout` s without output (default 120), with every process it started.";
+    type Args = RunCommandArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.gate(Gate::Ask)
+            .effect(Effect::Mutates)
+            // The call enforces `timeout` itself (stopping gracefully, keeping the output);
+            // the engine's limit is a backstop above the largest one a call may ask for.
+            .timeout(Duration::from_secs(MAX_TIMEOUT_SECS) + 2 * GRACE + Duration::from_secs(10))
+            .elide_args(&["stdin"])
     }
 
-    fn subject(&self, args: &Value, workdir: &Path) -> Subject {
-        match CommandCall::from_args(args) {
+    fn subject(&self, args: &Value, workdir: &Path) -> Option<Subject> {
+        Some(match CommandCall::from_args(args) {
             Some(call) => {
                 call.subject(
                     "run_command",
@@ -174,11 +171,10 @@ impl Tool for RunCommand {
                 .0
             }
             None => Subject::new(Access::Changes),
-        }
+        })
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: RunCommandArgs = parse_args("run_command", args)?;
+    async fn run(&self, cx: ToolContext, args: RunCommandArgs) -> Result<ToolOutput, ToolError> {
         let timeout = Duration::from_secs(
             args.timeout
                 .unwrap_or(DEFAULT_TIMEOUT_SECS)

@@ -31,10 +31,7 @@ async fn approving_unconfined() -> Harness {
         sandbox: SandboxConfig::new(Arc::new(Sandbox::off())),
         ..Default::default()
     };
-    let h = Harness::with_registry(
-        crate::builtin_registry_with(&config).unwrap(),
-        Arc::new(ApproveAll),
-    );
+    let h = Harness::with_config(&config, Arc::new(ApproveAll));
     h.select("s", BOTH).await;
     h
 }
@@ -400,10 +397,14 @@ async fn engine_with_parent_env(env: Vec<(OsString, OsString)>) -> (Engine, temp
     let mut registry = Registry::empty();
     register_system_tools(&mut registry).unwrap();
     registry
-        .register(Arc::new(RunCommand::new().with_parent_env(env.clone())))
+        .register(crate::builtin(
+            RunCommand::new().with_parent_env(env.clone()),
+        ))
         .unwrap();
     registry
-        .register(Arc::new(BackgroundCommand::new().with_parent_env(env)))
+        .register(crate::builtin(
+            BackgroundCommand::new().with_parent_env(env),
+        ))
         .unwrap();
     let engine = Engine::new(
         registry,
@@ -1027,10 +1028,14 @@ async fn a_read_only_judgment_that_was_wrong_cannot_write() {
     }
     let schema = json!({"type": "object", "properties": {"argv": {"type": "array", "items": {"type": "string"}}}});
     let spec = dispatch_engine::ToolSpec::new("judged_read_only", "test", schema).read_only();
-    let mut registry = crate::builtin_registry().unwrap();
-    registry
-        .register(Arc::new(JudgedReadOnly { spec }))
-        .unwrap();
+    let registry = |stores: &crate::Stores| {
+        let mut registry =
+            crate::builtin_registry_with(&crate::ToolsConfig::default(), stores).unwrap();
+        registry
+            .register(Arc::new(JudgedReadOnly { spec }))
+            .unwrap();
+        registry
+    };
     let h = Harness::with_registry(registry, Arc::new(dispatch_engine::Headless));
     h.select("s", "judged_read_only").await;
     let outside = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -1307,7 +1312,7 @@ async fn a_repositorys_fsmonitor_pager_and_hooks_never_run() {
 #[tokio::test]
 async fn an_allow_rule_does_not_let_unnamed_environment_variables_through() {
     let h = Harness::with_rules(
-        crate::builtin_registry().unwrap(),
+        |stores| crate::builtin_registry_with(&crate::ToolsConfig::default(), stores).unwrap(),
         Arc::new(dispatch_engine::Headless),
         "allow run_command(git status **)\nallow run_command(git log **) env(GIT_PAGER)\n",
     );
@@ -1353,10 +1358,7 @@ async fn without_a_sandbox_a_read_only_command_asks_with_the_reason() {
             sandbox: SandboxConfig::new(Arc::new(sandbox)),
             ..Default::default()
         };
-        Harness::with_registry(
-            crate::builtin_registry_with(&config).unwrap(),
-            Arc::new(dispatch_engine::Headless),
-        )
+        Harness::with_config(&config, Arc::new(dispatch_engine::Headless))
     };
     let h = headless(Sandbox::unavailable("bubblewrap is not installed"));
     h.select("s", BOTH).await;

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::FileAction;
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use dispatch_store::{FileAction, FileHistory};
 use reqwest::Method;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use schemars::JsonSchema;
@@ -24,7 +26,7 @@ use super::http_request::excerpt;
 use crate::files::beneath::Target;
 use crate::files::confine::Confinement;
 use crate::files::write::{MAX_SNAPSHOT_FILE_BYTES, Recorder, blocking, human_bytes, io_error};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Largest download by default.
 pub const DEFAULT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
@@ -38,7 +40,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// Download a URL to a file.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DownloadFileArgs {
+pub struct DownloadFileArgs {
     /// Absolute http:// or https:// URL.
     url: String,
     /// Where to save it, relative to the work directory; missing directories are created.
@@ -54,26 +56,19 @@ struct DownloadFileArgs {
 
 /// The `download_file` tool.
 pub struct DownloadFile {
-    spec: ToolSpec,
     client: Result<WebClient, String>,
     max_bytes: u64,
+    /// Where the target's earlier state is recorded, so restore_file can undo the download.
+    history: Option<Arc<dyn FileHistory>>,
 }
 
 impl DownloadFile {
     /// A download_file that reaches public hosts and those `policy` allow-lists, up to 1 GiB.
-    pub fn new(policy: Arc<NetPolicy>) -> Self {
+    pub fn new(policy: Arc<NetPolicy>, stores: &Stores) -> Self {
         DownloadFile {
-            spec: ToolSpec::new(
-                "download_file",
-                "Download a public http(s) URL into a file in the work directory (streamed; up to 1 GiB). Refuses to replace an existing file unless overwrite=true; a replaced file can be restored with restore_file. A non-2xx answer is an error quoting the start of the body. Asks the user first. Private and local addresses are refused unless the user allow-listed the host.",
-                schema_of::<DownloadFileArgs>(),
-            )
-            .concurrent()
-            .gate(Gate::Ask)
-            .effect(Effect::Mutates)
-            .timeout(Duration::from_secs(MAX_TIMEOUT_SECS + 10)),
             client: WebClient::new(policy),
             max_bytes: DEFAULT_MAX_BYTES,
+            history: stores.file_history.clone(),
         }
     }
 
@@ -85,25 +80,27 @@ impl DownloadFile {
 }
 
 #[async_trait]
-impl Tool for DownloadFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for DownloadFile {
+    const NAME: &'static str = "download_file";
+    const DESCRIPTION: &'static str = "Download a public http(s) URL into a file in the work directory (streamed; up to 1 GiB). Refuses to replace an existing file unless overwrite=true; a replaced file can be restored with restore_file. A non-2xx answer is an error quoting the start of the body. Asks the user first. Private and local addresses are refused unless the user allow-listed the host.";
+    type Args = DownloadFileArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.concurrent()
+            .gate(Gate::Ask)
+            .effect(Effect::Mutates)
+            .timeout(Duration::from_secs(MAX_TIMEOUT_SECS + 10))
     }
 
-    fn subject(
-        &self,
-        args: &serde_json::Value,
-        workdir: &std::path::Path,
-    ) -> dispatch_engine::Subject {
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> Option<Subject> {
         use crate::subjects::{resolved, text};
-        let mut subject = dispatch_engine::Subject::new(dispatch_engine::Access::Changes)
-            .paths(resolved(workdir, text(args, "path")));
+        let mut subject =
+            Subject::new(Access::Changes).paths(resolved(workdir, text(args, "path")));
         subject.urls.extend(text(args, "url").map(str::to_string));
-        subject
+        Some(subject)
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: DownloadFileArgs = parse_args("download_file", args)?;
+    async fn run(&self, cx: ToolContext, args: DownloadFileArgs) -> Result<ToolOutput, ToolError> {
         let client = self
             .client
             .as_ref()
@@ -118,7 +115,7 @@ impl Tool for DownloadFile {
             None | Some(0) => DEFAULT_TIMEOUT_SECS,
             Some(t) => t.min(MAX_TIMEOUT_SECS),
         });
-        let recorder = Recorder::for_call(&cx, "download_file")?;
+        let recorder = Recorder::for_call(self.history.as_ref(), &cx, Self::NAME)?;
         let confine = Confinement::for_call(&cx)?;
         if args.path.ends_with('/') {
             return Err(ToolError::failed(format!(

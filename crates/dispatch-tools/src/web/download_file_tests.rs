@@ -196,13 +196,16 @@ async fn a_download_over_the_size_cap_is_dropped() {
         TestServer::start(|_| Reply::new(200, "application/octet-stream", vec![0u8; 4096])).await;
     let policy = Arc::new(crate::web::NetPolicy::from_list(&[server.host_port()]).unwrap());
     // Only the system tools and a download_file with a small limit.
-    let mut registry = dispatch_engine::Registry::empty();
-    dispatch_engine::register_system_tools(&mut registry).unwrap();
-    registry
-        .register(Arc::new(
-            crate::web::DownloadFile::new(policy).with_max_bytes(1000),
-        ))
-        .unwrap();
+    let registry = |stores: &crate::Stores| {
+        let mut registry = dispatch_engine::Registry::empty();
+        dispatch_engine::register_system_tools(&mut registry).unwrap();
+        registry
+            .register(crate::builtin(
+                crate::web::DownloadFile::new(policy, stores).with_max_bytes(1000),
+            ))
+            .unwrap();
+        registry
+    };
     let h = Harness::with_registry(registry, Arc::new(ApproveAll));
     h.select("s", "download_file").await;
     let url = server.url("/big");

@@ -11,8 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use dispatch_store::{CACHE_TTL, CacheScope, FileAction};
+use dispatch_engine::{
+    Access, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+use dispatch_store::{CACHE_TTL, CacheScope, FileAction, FileHistory, ResultCache};
 use reqwest::Method;
 use reqwest::cookie::{CookieStore, Jar};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, COOKIE, HeaderMap, HeaderValue, SET_COOKIE};
@@ -28,12 +30,12 @@ use super::guard::NetPolicy;
 use crate::files::beneath::Target;
 use crate::files::confine::Confinement;
 use crate::files::write::{Recorder, blocking, io_error, write_atomic};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Fetch one web page and return its readable content.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FetchPageArgs {
+pub struct FetchPageArgs {
     /// The page's http(s) URL.
     #[schemars(length(min = 1, max = 8192))]
     link: String,
@@ -80,32 +82,28 @@ const MAX_JARS: usize = 256;
 
 /// The fetch_page tool: one HTTP client, and a cookie jar per session.
 pub struct FetchPage {
-    spec: ToolSpec,
     client: Result<WebClient, String>,
     jars: Mutex<Vec<(String, Arc<Jar>)>>,
     /// The result filter run on every return (the built-in one unless configured).
     filter: Arc<dyn ResultFilter>,
+    /// Where pages and the skip list are kept (fetch_page writes its own entries).
+    cache: Option<Arc<dyn ResultCache>>,
+    /// Where a `save_to` records that its file did not exist, so restore_file can undo it.
+    history: Option<Arc<dyn FileHistory>>,
+    /// The limit on one call, when not the default (tests).
+    timeout: Option<Duration>,
 }
 
 impl FetchPage {
     /// A fetch_page that reaches what `policy` allows.
-    pub fn new(policy: Arc<NetPolicy>) -> Self {
+    pub fn new(policy: Arc<NetPolicy>, stores: &Stores) -> Self {
         FetchPage {
-            spec: ToolSpec::new(
-                "fetch_page",
-                "Read one web page: its main content as Markdown (default), cleaned HTML, or a JSON outline of headings and links. Give `focus` to keep the parts of a long page about it. Pages are cached for 30 minutes and shared across sessions; force=true fetches again. Scripts do not run: a page built by JavaScript returns what the server sends.",
-                schema_of::<FetchPageArgs>(),
-            )
-            // Reading a page asks nothing; writing it into the work directory asks like any
-            // other file change.
-            .gate(Gate::Ask)
-            .concurrent()
-            // Per call (`effect` below): a fetch observes, a save_to also creates a file.
-            .effect(Effect::Observes)
-            .timeout(Duration::from_secs(90)),
             client: WebClient::new(policy),
             jars: Mutex::default(),
             filter: Arc::new(DeterministicFilter),
+            cache: stores.cache.clone(),
+            history: stores.file_history.clone(),
+            timeout: None,
         }
     }
 
@@ -118,7 +116,7 @@ impl FetchPage {
     /// The same tool with another time limit (tests: a slow server without a 90 s wait).
     #[cfg(test)]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.spec = self.spec.timeout(timeout);
+        self.timeout = Some(timeout);
         self
     }
 
@@ -141,15 +139,25 @@ impl FetchPage {
 }
 
 #[async_trait]
-impl Tool for FetchPage {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for FetchPage {
+    const NAME: &'static str = "fetch_page";
+    const DESCRIPTION: &'static str = "Read one web page: its main content as Markdown (default), cleaned HTML, or a JSON outline of headings and links. Give `focus` to keep the parts of a long page about it. Pages are cached for 30 minutes and shared across sessions; force=true fetches again. Scripts do not run: a page built by JavaScript returns what the server sends.";
+    type Args = FetchPageArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec
+            // Reading a page asks nothing; writing it into the work directory asks like any
+            // other file change.
+            .gate(Gate::Ask)
+            .concurrent()
+            // Per call (`effect` below): a fetch observes, a save_to also creates a file.
+            .effect(Effect::Observes)
+            .timeout(self.timeout.unwrap_or(Duration::from_secs(90)))
     }
 
     /// Reads a page; a `save_to` also writes that file.
-    fn subject(&self, args: &Value, workdir: &std::path::Path) -> dispatch_engine::Subject {
+    fn subject(&self, args: &Value, workdir: &std::path::Path) -> Option<Subject> {
         use crate::subjects::{resolved, text};
-        use dispatch_engine::{Access, Subject};
         let save_to = text(args, "save_to");
         let access = if save_to.is_some() {
             Access::Changes
@@ -158,20 +166,19 @@ impl Tool for FetchPage {
         };
         let mut subject = Subject::new(access).paths(resolved(workdir, save_to));
         subject.urls.extend(text(args, "link").map(str::to_string));
-        subject
+        Some(subject)
     }
 
     /// A save_to creates a file: a read of that path from before the save ("no such file")
     /// must not be replayed after it.
-    fn effect(&self, args: &Value) -> Effect {
-        match args.get("save_to") {
+    fn effect(&self, args: &Value) -> Option<Effect> {
+        Some(match args.get("save_to") {
             None | Some(Value::Null) => Effect::Observes,
             Some(_) => Effect::Mutates,
-        }
+        })
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: FetchPageArgs = parse_args("fetch_page", args)?;
+    async fn run(&self, cx: ToolContext, args: FetchPageArgs) -> Result<ToolOutput, ToolError> {
         let client = self
             .client
             .as_ref()
@@ -194,7 +201,7 @@ impl Tool for FetchPage {
             .map_err(|r| ToolError::failed(r.message))?;
         let key = cache_key(&url, args.format, args.keep_links);
         let skip_key = format!("fetch_page-skip|{url}");
-        let cache = cx.cache.clone();
+        let cache = self.cache.clone();
         let jar = args.same_session.then(|| self.jar(&cx.session_id));
         let cookies = jar.as_deref().and_then(|j| j.cookies(&url));
         // A page seen with this session's cookies may be personal (DESIGN §3.8: a request that
@@ -273,7 +280,7 @@ impl Tool for FetchPage {
             saved.push(format!("saved to {}", path.display()));
         }
         if let Some(target) = &args.save_to {
-            let (path, shown) = save_to(&cx, target, &page.text).await?;
+            let (path, shown) = save_to(self.history.as_ref(), &cx, target, &page.text).await?;
             saved.push(format!("saved to {shown}"));
             paths.push(path);
         }
@@ -588,11 +595,12 @@ async fn save_private(
 /// A new file in the work directory, confined like the file tools and recorded in the file
 /// history. It never replaces a file: fetch_page runs without asking, so it may only add.
 async fn save_to(
+    history: Option<&Arc<dyn FileHistory>>,
     cx: &ToolContext,
     target: &str,
     text: &str,
 ) -> Result<(std::path::PathBuf, String), ToolError> {
-    let recorder = Recorder::for_call(cx, "fetch_page")?;
+    let recorder = Recorder::for_call(history, cx, FetchPage::NAME)?;
     let confine = Confinement::for_call(cx)?;
     let path = confine.resolve(target)?;
     let shown = confine.display(&path).into_owned();

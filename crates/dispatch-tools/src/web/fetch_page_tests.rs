@@ -17,12 +17,13 @@ use crate::test_support::*;
 use crate::web::NetPolicy;
 use crate::web::http_request::tests::web_registry;
 use crate::web::test_server::{Reply, TestServer};
+use crate::{Stores, builtin};
 
 const TOOLS: &str = "fetch_page,restore_file";
 
 /// A harness over `registry` and `store`, sessions "s" and "s2" holding fetch_page and restore_file.
 async fn harness_with(
-    registry: Registry,
+    registry: impl FnOnce(&Stores) -> Registry,
     confirmer: Arc<dyn Confirmer>,
     store: Arc<dyn Store>,
 ) -> Harness {
@@ -529,13 +530,16 @@ async fn a_slow_server_times_out() {
     })
     .await;
     let policy = Arc::new(NetPolicy::from_list(&[server.host_port()]).unwrap());
-    let mut registry = Registry::empty();
-    dispatch_engine::register_system_tools(&mut registry).unwrap();
-    registry
-        .register(Arc::new(
-            FetchPage::new(policy).with_timeout(Duration::from_secs(1)),
-        ))
-        .unwrap();
+    let registry = |stores: &Stores| {
+        let mut registry = Registry::empty();
+        dispatch_engine::register_system_tools(&mut registry).unwrap();
+        registry
+            .register(builtin(
+                FetchPage::new(policy, stores).with_timeout(Duration::from_secs(1)),
+            ))
+            .unwrap();
+        registry
+    };
     let h = Harness::with_registry(registry, Arc::new(Headless));
     h.select("s", "fetch_page").await;
     // Stopped by its own 1 s limit, not by the server's 5 s answer.

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dispatch_engine::{
-    CachePolicy, CachePut, Effect, Gate, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Access, CachePolicy, CachePut, Effect, Gate, Subject, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
-use dispatch_store::{CACHE_TTL, CacheScope};
+use dispatch_store::{CACHE_TTL, CacheScope, ResultCache};
 use reqwest::Method;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use schemars::JsonSchema;
@@ -22,7 +23,7 @@ use url::Url;
 
 use super::client::{FetchError, Outgoing, WebClient, read_capped};
 use super::guard::{MAX_HEADER_BYTES, NetPolicy};
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// Response body bytes shown; the rest is cut with a note.
 pub const MAX_BODY: usize = 2 * 1024 * 1024;
@@ -55,7 +56,7 @@ const SHOWN_HEADERS: &[&str] = &[
 /// Send one HTTP request.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct HttpRequestArgs {
+pub struct HttpRequestArgs {
     /// Absolute http:// or https:// URL, query string included.
     url: String,
     /// HTTP method; GET (the default) runs without asking, the others ask the user first.
@@ -116,40 +117,39 @@ enum BodyType {
 
 /// The `http_request` tool.
 pub struct HttpRequest {
-    spec: ToolSpec,
     client: Result<WebClient, String>,
+    /// Where GET results are looked up (pass 3 writes them, from `ToolOutput::cache_put`).
+    cache: Option<Arc<dyn ResultCache>>,
 }
 
 impl HttpRequest {
     /// An http_request that reaches public hosts and those `policy` allow-lists.
-    pub fn new(policy: Arc<NetPolicy>) -> Self {
+    pub fn new(policy: Arc<NetPolicy>, stores: &Stores) -> Self {
         HttpRequest {
-            spec: ToolSpec::new(
-                "http_request",
-                "Send one HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) to a public http(s) URL and get the status, the useful response headers and the body (JSON pretty-printed, text decoded, binary summarised; capped at 2 MiB). 4xx/5xx answers are returned as results. Put stored secrets in headers as {{secret:NAME}}. GET runs without asking and is cached for 30 minutes per session (force=true refetches); other methods ask the user. Private and local addresses are refused unless the user allow-listed the host.",
-                schema_of::<HttpRequestArgs>(),
-            )
-            .concurrent()
-            .gate(Gate::Ask)
-            // Per call (`effect` below): GET and HEAD observe, the other methods change things.
-            .effect(Effect::Mutates)
-            .cache(CachePolicy::Session(CACHE_TTL))
-            // The call enforces `timeout` itself and says so; this is only the backstop.
-            .timeout(Duration::from_secs(MAX_TIMEOUT_SECS + 10)),
             client: WebClient::new(policy),
+            cache: stores.cache.clone(),
         }
     }
 }
 
 #[async_trait]
-impl Tool for HttpRequest {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for HttpRequest {
+    const NAME: &'static str = "http_request";
+    const DESCRIPTION: &'static str = "Send one HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) to a public http(s) URL and get the status, the useful response headers and the body (JSON pretty-printed, text decoded, binary summarised; capped at 2 MiB). 4xx/5xx answers are returned as results. Put stored secrets in headers as {{secret:NAME}}. GET runs without asking and is cached for 30 minutes per session (force=true refetches); other methods ask the user. Private and local addresses are refused unless the user allow-listed the host.";
+    type Args = HttpRequestArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.concurrent()
+            .gate(Gate::Ask)
+            // Per call (`effect` below): GET and HEAD observe, the other methods change things.
+            .effect(Effect::Mutates)
+            .cache(CachePolicy::Session(CACHE_TTL))
+            // The call enforces `timeout` itself and says so; this is only the backstop.
+            .timeout(Duration::from_secs(MAX_TIMEOUT_SECS + 10))
     }
 
-    fn subject(&self, args: &Value, _workdir: &std::path::Path) -> dispatch_engine::Subject {
-        use dispatch_engine::{Access, Subject};
-        let access = match self.effect(args) {
+    fn subject(&self, args: &Value, _workdir: &std::path::Path) -> Option<Subject> {
+        let access = match method_effect(args) {
             Effect::Mutates => Access::Changes,
             _ => Access::Reads,
         };
@@ -157,23 +157,14 @@ impl Tool for HttpRequest {
         subject
             .urls
             .extend(crate::subjects::text(args, "url").map(str::to_string));
-        subject
+        Some(subject)
     }
 
-    /// A GET or HEAD reads: it is not journalled and ends nothing remembered. Any other method
-    /// may change what a later GET (or run_command) returns.
-    fn effect(&self, args: &Value) -> Effect {
-        match args.get("method").and_then(Value::as_str) {
-            None => Effect::Observes,
-            Some(m) if m.eq_ignore_ascii_case("GET") || m.eq_ignore_ascii_case("HEAD") => {
-                Effect::Observes
-            }
-            Some(_) => Effect::Mutates,
-        }
+    fn effect(&self, args: &Value) -> Option<Effect> {
+        Some(method_effect(args))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: HttpRequestArgs = parse_args("http_request", args)?;
+    async fn run(&self, cx: ToolContext, args: HttpRequestArgs) -> Result<ToolOutput, ToolError> {
         let client = self
             .client
             .as_ref()
@@ -192,7 +183,7 @@ impl Tool for HttpRequest {
         };
         if is_get
             && !args.force
-            && let Some(cache) = &cx.cache
+            && let Some(cache) = &self.cache
             // A cache that fails costs a fetch, never the call.
             && let Ok(Some(hit)) = cache.cache_get(&scope, &cache_key).await
         {
@@ -280,6 +271,18 @@ impl Tool for HttpRequest {
             });
         }
         Ok(output)
+    }
+}
+
+/// A GET or HEAD reads: it is not journalled and ends nothing remembered. Any other method
+/// may change what a later GET (or run_command) returns.
+fn method_effect(args: &Value) -> Effect {
+    match args.get("method").and_then(Value::as_str) {
+        None => Effect::Observes,
+        Some(m) if m.eq_ignore_ascii_case("GET") || m.eq_ignore_ascii_case("HEAD") => {
+            Effect::Observes
+        }
+        Some(_) => Effect::Mutates,
     }
 }
 

@@ -10,17 +10,18 @@ use dispatch_store::{ManualClock, Store, memory::MemoryStore};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use crate::Stores;
 use crate::test_support::*;
 use crate::web::NetPolicy;
 use crate::web::test_server::{Reply, TestServer};
 
-/// The built-ins plus the web tools allow-listing `allow`.
-pub fn web_registry(allow: &[String]) -> Registry {
+/// The built-ins, their web tools allow-listing `allow`, built over a harness's stores.
+pub fn web_registry(allow: &[String]) -> impl FnOnce(&Stores) -> Registry {
     let config = crate::ToolsConfig {
         net: Arc::new(NetPolicy::from_list(allow).unwrap()),
         ..Default::default()
     };
-    crate::builtin_registry_with(&config).unwrap()
+    move |stores| crate::builtin_registry_with(&config, stores).unwrap()
 }
 
 /// A harness whose web tools reach `server`, with `confirmer` and a concurrency bound of 3.
@@ -500,8 +501,7 @@ async fn oversized_request_bodies_and_response_headers_are_refused() {
         net: Arc::new(policy),
         ..Default::default()
     };
-    let registry = crate::builtin_registry_with(&config).unwrap();
-    let h = Harness::with_registry(registry, Arc::new(ApproveAll));
+    let h = Harness::with_config(&config, Arc::new(ApproveAll));
     h.select("s", "http_request").await;
     let (s1, t1) = request(
         &h,

@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use dispatch_engine::{Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::{parse_args, schema_of};
+use crate::BuiltinTool;
 
 /// How an API authenticates callers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -70,7 +69,7 @@ fn default_limit() -> usize {
 /// List free public APIs.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PublicApiListArgs {
+pub struct PublicApiListArgs {
     /// Only this category (case-insensitive), e.g. "Weather"; call with no arguments to see the categories.
     #[serde(default)]
     #[schemars(length(max = 100))]
@@ -89,30 +88,7 @@ struct PublicApiListArgs {
 }
 
 /// The public_api_list tool.
-pub struct PublicApiList {
-    spec: ToolSpec,
-}
-
-impl PublicApiList {
-    pub fn new() -> Self {
-        PublicApiList {
-            spec: ToolSpec::new(
-                "public_api_list",
-                "Find a free public API for a task (weather, countries, books, science, finance, test data, ...). No arguments: the categories with counts. With category, keyword and/or auth: matching APIs with their URL and authentication, to call with http_request.",
-                schema_of::<PublicApiListArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Pure),
-        }
-    }
-}
-
-impl Default for PublicApiList {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub struct PublicApiList;
 
 /// Category name → number of APIs, sorted by name.
 fn categories(entries: &[ApiEntry]) -> BTreeMap<&str, usize> {
@@ -232,13 +208,20 @@ fn list(entries: &[ApiEntry], args: &PublicApiListArgs) -> Result<String, ToolEr
 }
 
 #[async_trait]
-impl Tool for PublicApiList {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for PublicApiList {
+    const NAME: &'static str = "public_api_list";
+    const DESCRIPTION: &'static str = "Find a free public API for a task (weather, countries, books, science, finance, test data, ...). No arguments: the categories with counts. With category, keyword and/or auth: matching APIs with their URL and authentication, to call with http_request.";
+    type Args = PublicApiListArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only().concurrent().effect(Effect::Pure)
     }
 
-    async fn call(&self, _cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: PublicApiListArgs = parse_args("public_api_list", args)?;
+    async fn run(
+        &self,
+        _cx: ToolContext,
+        args: PublicApiListArgs,
+    ) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(list(catalogue()?, &args)?))
     }
 }

@@ -151,7 +151,7 @@ async fn through_the_engine_no_args_lists_categories_and_an_unknown_one_is_refus
 
 #[test]
 fn spec_flags_are_concurrent_read_only_and_pure() {
-    let tool = PublicApiList::new();
+    let tool = crate::Builtin::new(PublicApiList);
     let spec = tool.spec();
     assert!(spec.is_concurrent());
     assert_eq!(spec.gate, Gate::ReadOnly);

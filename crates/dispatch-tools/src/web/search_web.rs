@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dispatch_engine::{
-    CachePolicy, CachePut, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSecrets, ToolSpec,
+    CachePolicy, CachePut, Effect, ToolContext, ToolError, ToolOutput, ToolSecrets, ToolSpec,
 };
-use dispatch_store::{CACHE_TTL, CacheScope};
+use dispatch_store::{CACHE_TTL, CacheScope, ResultCache};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::time::Instant;
 
 use super::filter::{DeterministicFilter, ResultFilter};
@@ -19,7 +18,7 @@ use super::search::{
     BRAVE_DEFAULT_URL, BackendKind, Brave, SearchBackend, SearchConfig, SearchError, SearchHit,
     SearchQuery, Searxng, Source, TAVILY_DEFAULT_URL, Tavily, TimeRange,
 };
-use crate::{parse_args, schema_of};
+use crate::{BuiltinTool, Stores};
 
 /// The most results one call shows; backends are always asked for this many so that one
 /// cache entry serves every `limit`.
@@ -35,7 +34,7 @@ fn default_limit() -> usize {
 /// Search the web.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchWebArgs {
+pub struct SearchWebArgs {
     /// What to search for, as you would type it into a search engine.
     #[schemars(length(min = 1, max = 400))]
     query: String,
@@ -69,18 +68,19 @@ struct Throttled {
 
 /// The search_web tool.
 pub struct SearchWeb {
-    spec: ToolSpec,
     backends: Vec<Throttled>,
     min_gap: Duration,
     /// Why no HTTP client could be built, told on every call instead of panicking at start-up.
     client_error: Option<String>,
     /// The result filter run on every return (the built-in one unless configured).
     filter: Arc<dyn ResultFilter>,
+    /// Where earlier searches are looked up (pass 3 writes them, from `ToolOutput::cache_put`).
+    cache: Option<Arc<dyn ResultCache>>,
 }
 
 impl SearchWeb {
     /// search_web over the backends `config` names, in its order.
-    pub fn new(config: SearchConfig) -> Self {
+    pub fn new(config: SearchConfig, stores: &Stores) -> Self {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             // An API key header (Brave's X-Subscription-Token) must not follow a redirect to
@@ -92,7 +92,7 @@ impl SearchWeb {
         let client = match client {
             Ok(client) => client,
             Err(e) => {
-                let mut tool = SearchWeb::with_backends(Vec::new(), config.min_gap);
+                let mut tool = SearchWeb::with_backends(Vec::new(), config.min_gap, stores);
                 tool.client_error = Some(format!("the HTTP client could not start: {e}"));
                 return tool;
             }
@@ -117,21 +117,16 @@ impl SearchWeb {
                 }
             }
         }
-        SearchWeb::with_backends(backends, config.min_gap)
+        SearchWeb::with_backends(backends, config.min_gap, stores)
     }
 
     /// search_web over these backends, tried in order; the first configured one answers.
-    pub fn with_backends(backends: Vec<Arc<dyn SearchBackend>>, min_gap: Duration) -> Self {
+    pub fn with_backends(
+        backends: Vec<Arc<dyn SearchBackend>>,
+        min_gap: Duration,
+        stores: &Stores,
+    ) -> Self {
         SearchWeb {
-            spec: ToolSpec::new(
-                "search_web",
-                "Search the web or the news and get a numbered list of results (title, URL, snippet, date). Use fetch_page on a result's URL to read it. Results are cached for this session for 30 minutes; force=true searches again.",
-                schema_of::<SearchWebArgs>(),
-            )
-            .read_only()
-            .concurrent()
-            .effect(Effect::Observes)
-            .cache(CachePolicy::Session(CACHE_TTL)),
             backends: backends
                 .into_iter()
                 .map(|backend| Throttled {
@@ -141,6 +136,7 @@ impl SearchWeb {
                 .collect(),
             min_gap,
             client_error: None,
+            cache: stores.cache.clone(),
             filter: Arc::new(DeterministicFilter),
         }
     }
@@ -299,13 +295,19 @@ fn render(args: &SearchWebArgs, query: &str, found: &CachedSearch) -> String {
 }
 
 #[async_trait]
-impl Tool for SearchWeb {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl BuiltinTool for SearchWeb {
+    const NAME: &'static str = "search_web";
+    const DESCRIPTION: &'static str = "Search the web or the news and get a numbered list of results (title, URL, snippet, date). Use fetch_page on a result's URL to read it. Results are cached for this session for 30 minutes; force=true searches again.";
+    type Args = SearchWebArgs;
+
+    fn declare(&self, spec: ToolSpec) -> ToolSpec {
+        spec.read_only()
+            .concurrent()
+            .effect(Effect::Observes)
+            .cache(CachePolicy::Session(CACHE_TTL))
     }
 
-    async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let args: SearchWebArgs = parse_args("search_web", args)?;
+    async fn run(&self, cx: ToolContext, args: SearchWebArgs) -> Result<ToolOutput, ToolError> {
         if let Some(e) = &self.client_error {
             return Err(ToolError::failed(e.clone()));
         }
@@ -320,7 +322,7 @@ impl Tool for SearchWeb {
             session: cx.session_id.to_string(),
         };
         if !args.force
-            && let Some(cache) = &cx.cache
+            && let Some(cache) = &self.cache
             // A cache that cannot be read is a miss: the search itself still works.
             && let Ok(Some(hit)) = cache.cache_get(&scope, &key).await
             && let Ok(found) = serde_json::from_str::<CachedSearch>(&hit.value)

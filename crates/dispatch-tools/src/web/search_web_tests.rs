@@ -25,9 +25,20 @@ fn harness(config: SearchConfig) -> Harness {
         search: config,
         ..Default::default()
     };
-    Harness::with_registry(
-        crate::builtin_registry_with(&config).unwrap(),
+    Harness::with_config(&config, Arc::new(Headless))
+}
+
+/// The same over a store whose clock the test moves (for cache ages).
+fn harness_on_clock(config: SearchConfig, clock: Arc<ManualClock>) -> Harness {
+    let config = crate::ToolsConfig {
+        search: config,
+        ..Default::default()
+    };
+    Harness::build(
+        |stores| crate::builtin_registry_with(&config, stores).unwrap(),
         Arc::new(Headless),
+        Arc::new(MemoryStore::with_clock(clock)),
+        None,
     )
 }
 
@@ -299,13 +310,8 @@ async fn a_searxng_without_json_is_not_mistaken_for_a_credential_problem() {
 #[tokio::test]
 async fn a_cached_search_says_how_old_it_is_force_refreshes_and_sessions_do_not_share() {
     let server = TestServer::start(|_| (200, SEARXNG.to_string())).await;
-    let h = harness(searxng(&server.base));
     let clock = Arc::new(ManualClock::at(1_800_000_000_000));
-    let cache = Arc::new(MemoryStore::with_clock(clock.clone()));
-    let h = Harness {
-        engine: h.engine.with_result_cache(cache),
-        ..h
-    };
+    let h = harness_on_clock(searxng(&server.base), clock.clone());
     let args = json!({"query": "rust async runtime", "source": "news", "time_range": "week"});
     let fresh = format!("[search_web] {SEARXNG_TEXT}");
 
@@ -348,14 +354,8 @@ async fn a_cached_search_says_how_old_it_is_force_refreshes_and_sessions_do_not_
 #[tokio::test]
 async fn entries_expire_after_thirty_minutes() {
     let server = TestServer::start(|_| (200, SEARXNG.to_string())).await;
-    let h = harness(searxng(&server.base));
     let clock = Arc::new(ManualClock::at(1_800_000_000_000));
-    let h = Harness {
-        engine: h
-            .engine
-            .with_result_cache(Arc::new(MemoryStore::with_clock(clock.clone()))),
-        ..h
-    };
+    let h = harness_on_clock(searxng(&server.base), clock.clone());
     search(&h, "s", "r1", vec![json!({"query": "rust"})]).await;
     clock.advance(30 * 60_000 + 1);
     let later = search(&h, "s", "r2", vec![json!({"query": "rust"})]).await;
@@ -394,7 +394,10 @@ async fn two_calls_in_one_round_reach_one_backend_at_least_the_gap_apart() {
 
 #[test]
 fn spec_flags_are_concurrent_read_only_observing_and_session_cached() {
-    let tool = SearchWeb::new(SearchConfig::default());
+    let tool = crate::Builtin::new(SearchWeb::new(
+        SearchConfig::default(),
+        &crate::Stores::default(),
+    ));
     let spec = tool.spec();
     assert!(spec.is_concurrent());
     assert!(crate::SEED_CONCURRENT.contains(&spec.name.as_str()));
