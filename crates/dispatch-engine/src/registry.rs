@@ -77,7 +77,7 @@ impl std::fmt::Display for SchemaProblem {
 }
 
 /// The `$schema` dialects a tool schema may name. Without `$schema` a schema is read as
-/// 2020-12 (what the providers' tool schemas follow).
+/// 2020-12, the latest dialect.
 const DIALECTS: &str = "draft-07 (http://json-schema.org/draft-07/schema#), 2019-09 (https://json-schema.org/draft/2019-09/schema) or 2020-12 (https://json-schema.org/draft/2020-12/schema)";
 
 /// A tool's parameters schema, compiled once: what pass 1 checks a call's arguments
