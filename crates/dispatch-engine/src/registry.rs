@@ -111,24 +111,23 @@ impl CompiledSchema {
                     .into(),
             ));
         }
-        match parameters.get("$schema") {
-            None => {}
-            Some(Value::String(uri))
-                if jsonschema::Draft::from_schema_uri(uri) != jsonschema::Draft::Unknown => {}
-            Some(Value::String(uri)) => {
-                return Err(SchemaProblem {
-                    pointer: "/$schema".into(),
-                    reason: format!(
-                        "unknown dialect {uri:?}; name {DIALECTS}, or leave $schema out for 2020-12"
-                    ),
-                });
-            }
-            Some(_) => {
-                return Err(SchemaProblem {
-                    pointer: "/$schema".into(),
-                    reason: format!("$schema must be a string naming {DIALECTS}"),
-                });
-            }
+        if let Some(found) = parameters.get("$schema")
+            && !found.is_string()
+        {
+            return Err(SchemaProblem {
+                pointer: "/$schema".into(),
+                reason: format!("$schema must be a string naming {DIALECTS}"),
+            });
+        }
+        // At the top or in an embedded resource: the library would read an unknown dialect
+        // as its parent's, which is not what the schema says.
+        if let Some((pointer, uri)) = unknown_dialect(parameters, "") {
+            return Err(SchemaProblem {
+                pointer,
+                reason: format!(
+                    "unknown dialect {uri:?}; name {DIALECTS}, or leave $schema out for 2020-12"
+                ),
+            });
         }
         let refused = NoRemote::default();
         let validator = jsonschema::options()
@@ -297,6 +296,33 @@ fn find_ref(node: &Value, at: &str, pick: &dyn Fn(&str) -> bool) -> Option<(Stri
             .iter()
             .enumerate()
             .find_map(|(i, value)| find_ref(value, &format!("{at}/{i}"), pick)),
+        _ => None,
+    }
+}
+
+/// Where the first `$schema` naming no known dialect is, and what it names. Values that are
+/// data, not schemas (`const`, `enum`, `default`, `examples`), are not looked into.
+fn unknown_dialect(node: &Value, at: &str) -> Option<(String, String)> {
+    match node {
+        Value::Object(map) => {
+            if let Some(Value::String(uri)) = map.get("$schema")
+                && jsonschema::Draft::from_schema_uri(uri) == jsonschema::Draft::Unknown
+            {
+                return Some((format!("{at}/$schema"), uri.clone()));
+            }
+            map.iter()
+                .filter(|(key, _)| {
+                    !["const", "enum", "default", "examples"].contains(&key.as_str())
+                })
+                .find_map(|(key, value)| {
+                    let key = key.replace('~', "~0").replace('/', "~1");
+                    unknown_dialect(value, &format!("{at}/{key}"))
+                })
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, value)| unknown_dialect(value, &format!("{at}/{i}"))),
         _ => None,
     }
 }

@@ -358,6 +358,20 @@ fn a_schema_naming_an_unknown_dialect_or_a_dangling_ref_is_refused() {
     );
     let not_text = CompiledSchema::compile(&json!({"$schema": 7, "type": "object"})).unwrap_err();
     assert_eq!(not_text.pointer, "/$schema");
+    // An embedded resource's dialect is checked too; a `const` holding "$schema" is data.
+    let embedded = CompiledSchema::compile(&json!({"type": "object", "properties": {
+        "a": {"$id": "https://example.com/a", "$schema": "https://example.com/dialect"},
+        "b": {"const": {"$schema": "anything"}}}}))
+    .unwrap_err();
+    assert_eq!(embedded.pointer, "/properties/a/$schema");
+    assert!(
+        embedded
+            .reason
+            .starts_with("unknown dialect \"https://example.com/dialect\"; name draft-07"),
+        "{embedded:?}"
+    );
+    let data = json!({"type": "object", "properties": {"b": {"const": {"$schema": "anything"}}}});
+    assert!(CompiledSchema::compile(&data).is_ok());
     for (dialect, home) in [(Some(DRAFT7), "definitions"), (Some(DRAFT2020), "$defs")] {
         let schema = in_dialect(
             dialect,
