@@ -444,3 +444,41 @@ async fn a_registered_tool_gets_its_dialect_in_a_round_and_a_remote_ref_is_refus
         })
     );
 }
+
+/// DESIGN §6: size limits on declarations hold for every registered tool, not only client
+/// tools.
+#[test]
+fn an_oversized_declaration_is_refused_at_registration() {
+    let mut registry = Registry::empty();
+    let wordy = TestTool::new(
+        ToolSpec::new(
+            "wordy",
+            "w".repeat(16 * 1024 + 1),
+            json!({"type": "object"}),
+        ),
+        Behaviour::Echo,
+    );
+    let refused = registry.register(Arc::new(wordy)).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "tool \"wordy\" has a description of 16385 bytes; the limit is 16384 bytes"
+    );
+    let huge = TestTool::new(
+        ToolSpec::new(
+            "huge",
+            "d",
+            json!({"type": "object", "description": "h".repeat(64 * 1024)}),
+        ),
+        Behaviour::Echo,
+    );
+    assert_eq!(
+        registry.register(Arc::new(huge)),
+        Err(RegistryError::TooLarge {
+            name: "huge".into(),
+            field: "parameters",
+            size: 65570,
+            limit: 65536
+        })
+    );
+    assert!(registry.is_empty());
+}
