@@ -8,7 +8,7 @@ use dispatch_engine::{
 };
 use serde_json::{Value, json};
 
-use crate::setup::{self, client_tools, read_client_tools};
+use crate::setup::{self, client_tools, compiled_client_tools};
 use crate::terminal::TerminalConfirmer;
 use crate::{AnswerArgs, CliError, Common, ReplayArgs, RoundArgs, SandboxArgs, ToolsArgs};
 
@@ -43,9 +43,9 @@ pub async fn round(args: RoundArgs) -> Result<(), CliError> {
             text
         }
     };
-    let declared = read_client_tools(&args.common)?;
+    let declared = client_tools(&args.common)?;
     let engine = setup::engine(&args.common, None).await?;
-    let clients = client_tools(&args.common, declared, &engine)?;
+    let clients = compiled_client_tools(&args.common, declared, &engine)?;
     let outcome = dispatch(
         &engine,
         &args.common,
@@ -60,9 +60,9 @@ pub async fn round(args: RoundArgs) -> Result<(), CliError> {
 }
 
 pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
-    let declared = read_client_tools(&args.common)?;
+    let declared = client_tools(&args.common)?;
     let engine = setup::engine(&args.common, None).await?;
-    let clients = client_tools(&args.common, declared, &engine)?;
+    let clients = compiled_client_tools(&args.common, declared, &engine)?;
     let (tools, turn_context) = engine
         .tools(
             &args.session,
@@ -79,11 +79,11 @@ pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
 pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::input(format!("cannot read {}: {e}", args.file.display())))?;
-    let declared = read_client_tools(&args.common)?;
+    let declared = client_tools(&args.common)?;
     // A replay is reproducible by default: it keeps its state in memory unless --store says otherwise.
     let engine = setup::engine(&args.common, Some("memory:")).await?;
     // Read, checked and compiled once: every line's round shares them.
-    let clients = client_tools(&args.common, declared, &engine)?;
+    let clients = compiled_client_tools(&args.common, declared, &engine)?;
     let mut run = 1;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();

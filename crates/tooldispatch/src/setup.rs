@@ -47,8 +47,8 @@ pub fn store_url(option: Option<&str>) -> String {
 }
 
 /// The `--client-tools` file's declarations, read and parsed once per process (not yet
-/// checked: that needs the engine's tools, see [`client_tools`]).
-pub fn read_client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
+/// checked: that needs the engine's tools, see [`compiled_client_tools`]).
+pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
     let Some(path) = &common.client_tools else {
         return Ok(Vec::new());
     };
@@ -71,7 +71,7 @@ const PROBLEMS_SHOWN: usize = 5;
 
 /// `declared` checked against the engine's tools and compiled, once for every round of this
 /// process; any problem is bad input (exit 2), with every problem on one line.
-pub fn client_tools(
+pub fn compiled_client_tools(
     common: &Common,
     declared: Vec<ClientTool>,
     engine: &Engine,
