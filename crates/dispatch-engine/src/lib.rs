@@ -33,8 +33,8 @@ pub mod tool;
 pub mod wire;
 
 pub use answer::AnswerRequest;
-pub use client::{ClientTool, ClientToolProblem, ClientTools, check_client_tools};
-pub use deferred::{CORE_TOOLS, Catalog, register_system_tools};
+pub use client::{ClientToolProblem, ClientTools, check_client_tools};
+pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
 pub use engine::{Engine, EngineConfig, EngineError, HeldSession, default_max_concurrent};
 pub use events::{Event, EventKind, EventSink};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};
