@@ -9,6 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+pub use crate::client::ClientTool;
+use crate::client::empty_object_schema;
 use crate::registry::{Registered, Registry, RegistryError};
 use crate::spec::{Effect, ToolSpec};
 use crate::tool::{Exclude, Tool, ToolContext, ToolError, ToolOutput};
@@ -27,20 +29,6 @@ pub const CORE_TOOLS: [&str; 7] = [
     "ask_user",
     "write_result",
 ];
-
-/// A tool the API caller declares and runs itself.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ClientTool {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default = "empty_object_schema")]
-    pub parameters: Value,
-}
-
-fn empty_object_schema() -> Value {
-    json!({"type": "object", "properties": {}})
-}
 
 /// Names removed from the seed over time, with what to use instead (spec §10).
 pub fn removed_tool_hint(name: &str) -> Option<&'static str> {

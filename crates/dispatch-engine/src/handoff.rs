@@ -1,5 +1,13 @@
-//! Spec §1.1: a reply that calls a client tool is the caller's to run. It is handed back
-//! whole, and nothing else in the reply runs.
+//! Spec §1.1, with pass 1's argument checks: a reply that calls a client tool is the caller's
+//! to run. Each client call (direct, or wrapped in run_tool) is parsed and validated against
+//! the client tool's compiled schema, with the messages any tool's call gets.
+//!
+//! - At least one client call is valid: the reply is handed back. The valid client calls
+//!   go to the caller (status `client`), the invalid ones are answered `invalid`, and nothing
+//!   else in the reply runs (`not_run`).
+//! - No client call is valid: nothing is handed back. The invalid client calls are answered
+//!   `invalid` and the reply's other calls go through pass 1 and run as usual, so one bad
+//!   client call does not cost the model the rest of its reply.
 
 use std::sync::Arc;
 
@@ -7,88 +15,144 @@ use serde_json::{Value, json};
 
 use crate::deferred::RUN_TOOL;
 use crate::events::EventKind;
+use crate::preflight::split_run_tool;
 use crate::round::{RoundCx, normalise_name};
 use crate::slot::{Slot, SlotState};
 use crate::spec::Effect;
 use crate::status::Status;
 use crate::wire::RawCall;
 
+/// What a reply's client calls make of it.
+pub(crate) enum ClientCalls {
+    /// A valid client call: every call's slot, the reply goes back to the caller.
+    HandedBack(Vec<Slot>),
+    /// No valid client call: the slots of the invalid ones by call index (`None` for every
+    /// other call, which pass 1 checks; an empty list when the reply has no client call).
+    Checked(Vec<Option<Slot>>),
+}
+
+/// A call of a client tool, once unwrapped.
+struct ClientCall {
+    name: String,
+    args_raw: String,
+    parsed: Option<Value>,
+}
+
 impl RoundCx<'_> {
-    /// Spec §1.1: a reply that calls any client tool is handed back whole; nothing runs.
-    pub(crate) fn client_handoff(&mut self, calls: &[RawCall]) -> Option<Vec<Slot>> {
-        if self.req.client_tools.is_empty() {
-            return None;
+    /// Find the reply's client calls and check their arguments (see the module's rule).
+    pub(crate) fn client_calls(&self, calls: &[RawCall]) -> ClientCalls {
+        let clients = &self.req.client_tools;
+        if clients.is_empty() {
+            return ClientCalls::Checked(Vec::new());
         }
-        let is_client = |name: &str| self.req.client_tools.iter().any(|c| c.name == name);
-        // The client tool's name and arguments, also when the model wrapped it in run_tool.
-        let client_of = |call: &RawCall| -> Option<(String, String)> {
+        let is_client = |name: &str| clients.contains(name) && !self.exclude.contains(name);
+        let client_of = |call: &RawCall| -> Option<ClientCall> {
             let name = normalise_name(&call.name);
-            if is_client(&name) {
-                return Some((name, call.arguments.trim().to_string()));
-            }
             if name == RUN_TOOL {
-                let outer = serde_json::from_str::<Value>(call.arguments.trim()).ok()?;
-                let inner = normalise_name(outer.get("name")?.as_str()?);
-                let args = match outer.get("args") {
-                    None | Some(Value::Null) => "{}".to_string(),
-                    Some(Value::String(s)) => s.clone(),
-                    Some(v) => v.to_string(),
-                };
-                return is_client(&inner).then_some((inner, args));
+                // A malformed run_tool is not a client call: pass 1 explains it.
+                let (inner, args_raw, parsed) = split_run_tool(call.arguments.trim()).ok()?;
+                return is_client(&inner).then_some(ClientCall {
+                    name: inner,
+                    args_raw,
+                    parsed,
+                });
             }
-            None
+            if !is_client(&name) {
+                return None;
+            }
+            let args_raw = call.arguments.trim().to_string();
+            let parsed = serde_json::from_str(&args_raw).ok();
+            Some(ClientCall {
+                name,
+                args_raw,
+                parsed,
+            })
         };
-        let names: Vec<Option<(String, String)>> = calls.iter().map(client_of).collect();
-        if names.iter().all(Option::is_none) {
-            return None;
-        }
-        let first_client = names
+        // Per call: not a client call, or a client call with its check's verdict.
+        let checked: Vec<Option<(ClientCall, Result<(), String>)>> = calls
             .iter()
-            .flatten()
-            .next()
-            .map(|(n, _)| n.clone())
-            .unwrap_or_default();
-        let mut handed = Vec::new();
-        let slots = calls
-            .iter()
-            .zip(names)
-            .map(|(call, client)| {
-                let id: Arc<str> = Arc::from(call.id.trim());
-                match client {
-                    Some((name, args)) => {
-                        handed.push(json!({"id": call.id.trim(), "name": name, "arguments": args}));
-                        Slot {
-                            id,
-                            name: Arc::from(name),
-                            args_raw: Arc::from(args.as_str()),
-                            key: None,
-                            state: SlotState::Client,
-                            effect: Effect::Observes,
-                        }
-                    }
-                    None => {
-                        let name = normalise_name(&call.name);
-                        Slot {
-                            id,
-                            args_raw: Arc::from(call.arguments.trim()),
-                            state: SlotState::Settled {
-                                status: Status::NotRun,
-                                text: format!(
-                                    "tool={name} failed: not run — this reply also called the client tool {first_client}, which the caller runs itself, so nothing else in the reply was run. Call {name} again in your next reply if you still need it."
-                                ),
-                                images: Vec::new(),
-                            },
-                            name: Arc::from(name),
-                            key: None,
-                            effect: Effect::Observes,
-                        }
-                    }
-                }
+            .map(|call| {
+                let mut client = client_of(call)?;
+                let verdict = match clients.schema(&client.name) {
+                    Some(schema) => schema
+                        .check_args(&client.name, client.parsed.take(), &client.args_raw)
+                        .map(drop),
+                    None => Ok(()),
+                };
+                Some((client, verdict))
             })
             .collect();
+        let first_valid = checked
+            .iter()
+            .flatten()
+            .find(|(_, verdict)| verdict.is_ok())
+            .map(|(c, _)| c.name.clone());
+        let mut handed = Vec::new();
+        let mut slots = Vec::with_capacity(calls.len());
+        for (call, client) in calls.iter().zip(checked) {
+            let id: Arc<str> = Arc::from(call.id.trim());
+            let slot = match (client, &first_valid) {
+                (Some((client, Err(reason))), _) => {
+                    let name: Arc<str> = Arc::from(client.name);
+                    let args_raw: Arc<str> = Arc::from(client.args_raw);
+                    self.emit(EventKind::ToolCall {
+                        tool_id: id.clone(),
+                        tool_name: name.clone(),
+                        tool_args: args_raw.clone(),
+                    });
+                    Some(Slot {
+                        state: SlotState::Settled {
+                            status: Status::Invalid,
+                            text: format!("tool={name} failed: {reason}"),
+                            images: Vec::new(),
+                        },
+                        id,
+                        name,
+                        args_raw,
+                        key: None,
+                        effect: Effect::Observes,
+                    })
+                }
+                (Some((client, Ok(()))), _) => {
+                    handed.push(
+                        json!({"id": &*id, "name": client.name, "arguments": client.args_raw}),
+                    );
+                    Some(Slot {
+                        id,
+                        name: Arc::from(client.name),
+                        args_raw: Arc::from(client.args_raw),
+                        key: None,
+                        state: SlotState::Client,
+                        effect: Effect::Observes,
+                    })
+                }
+                (None, Some(first_client)) => {
+                    let name = normalise_name(&call.name);
+                    Some(Slot {
+                        id,
+                        args_raw: Arc::from(call.arguments.trim()),
+                        state: SlotState::Settled {
+                            status: Status::NotRun,
+                            text: format!(
+                                "tool={name} failed: not run — this reply also called the client tool {first_client}, which the caller runs itself, so nothing else in the reply was run. Call {name} again in your next reply if you still need it."
+                            ),
+                            images: Vec::new(),
+                        },
+                        name: Arc::from(name),
+                        key: None,
+                        effect: Effect::Observes,
+                    })
+                }
+                (None, None) => None,
+            };
+            slots.push(slot);
+        }
+        if first_valid.is_none() {
+            return ClientCalls::Checked(slots);
+        }
         self.emit(EventKind::ClientToolCall {
             client_tool_calls: handed,
         });
-        Some(slots)
+        ClientCalls::HandedBack(slots.into_iter().flatten().collect())
     }
 }

@@ -8,6 +8,7 @@
 
 mod answer;
 pub mod canonical;
+pub mod client;
 mod commit;
 pub mod deferred;
 pub mod engine;
@@ -32,6 +33,7 @@ pub mod tool;
 pub mod wire;
 
 pub use answer::AnswerRequest;
+pub use client::{ClientToolProblem, ClientTools, check_client_tools};
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
 pub use engine::{
     Engine, EngineConfig, EngineError, HeldSession, ToolSource, default_max_concurrent,
@@ -39,7 +41,7 @@ pub use engine::{
 pub use events::{Event, EventKind, EventSink};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};
 pub use redact::ToolSecrets;
-pub use registry::{Registry, RegistryError};
+pub use registry::{CompiledSchema, Registry, RegistryError, SchemaProblem};
 pub use round::{RoundOutcome, RoundRequest};
 pub use slot::SlotResult;
 pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};

@@ -122,7 +122,13 @@ impl Candidate {
 
 impl RoundCx<'_> {
     /// Pass 1 over this round's calls, in call order: a slot per call, settled or ready.
-    pub(crate) async fn preflight(&mut self, calls: &[RawCall]) -> Vec<Slot> {
+    /// `decided` holds, by call index, the slots already decided before pass 1 (invalid
+    /// client calls); it may be shorter than `calls`.
+    pub(crate) async fn preflight(
+        &mut self,
+        calls: &[RawCall],
+        decided: Vec<Option<Slot>>,
+    ) -> Vec<Slot> {
         let mut preflight = Preflight {
             engine: self.engine,
             registry: &self.registry,
@@ -136,7 +142,7 @@ impl RoundCx<'_> {
             newly_marked: &mut self.newly_marked,
             turn_allow_all: self.run.turn_allow_all,
         };
-        let slots = preflight.check_all(calls).await;
+        let slots = preflight.check_all(calls, decided).await;
         if preflight.turn_allow_all {
             // The user allowed the rest of the turn: later rounds of the run skip the ask too.
             self.run.turn_allow_all = true;
@@ -169,13 +175,18 @@ struct Preflight<'a> {
 }
 
 impl<'a> Preflight<'a> {
-    async fn check_all(&mut self, calls: &[RawCall]) -> Vec<Slot> {
+    async fn check_all(&mut self, calls: &[RawCall], decided: Vec<Option<Slot>>) -> Vec<Slot> {
         let mut pass = Pass1 {
             ready_keys: KeyMap::with_capacity_and_hasher(calls.len(), Default::default()),
             ..Pass1::default()
         };
         let mut slots = Vec::with_capacity(calls.len());
+        let mut decided = decided.into_iter();
         for (index, call) in calls.iter().enumerate() {
+            if let Some(Some(slot)) = decided.next() {
+                slots.push(slot);
+                continue;
+            }
             let slot = self.check(index, call, &mut pass).await;
             if let SlotState::Ready { .. } = &slot.state {
                 if let Some(key) = slot.key {
@@ -469,7 +480,7 @@ impl<'a> Preflight<'a> {
             registry: self.registry,
             provider: self.req.provider,
             exclude: self.exclude,
-            client_tools: &self.req.client_tools,
+            client_tools: self.req.client_tools.declarations(),
             marked: self.marked,
         }
     }
@@ -602,7 +613,9 @@ impl<'a> Preflight<'a> {
 /// `run_tool(name, args)` → the inner name, its raw arguments and their parse, or why the
 /// outer call is malformed; whether the inner tool may run is checked by `unwrap_run_tool`.
 #[allow(clippy::type_complexity)]
-fn split_run_tool(raw: &str) -> Result<(String, String, Option<Value>), (Status, String)> {
+pub(crate) fn split_run_tool(
+    raw: &str,
+) -> Result<(String, String, Option<Value>), (Status, String)> {
     // `args` stays raw text here and is parsed once below: parsing it into the outer
     // object and printing it again cost more than the rest of the unwrap.
     #[derive(serde::Deserialize, Default)]

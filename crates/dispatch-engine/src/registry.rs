@@ -21,26 +21,192 @@ pub enum RegistryError {
     BadName(String),
     #[error("tool {name:?} has a parameters schema that does not compile: {reason}")]
     BadSchema { name: String, reason: String },
+    #[error("tool {name:?} has a {field} of {size} bytes; the limit is {limit} bytes")]
+    TooLarge {
+        name: String,
+        field: &'static str,
+        size: usize,
+        limit: usize,
+    },
 }
 
-/// A registered tool with its compiled schema.
-pub struct Registered {
-    pub tool: Arc<dyn Tool>,
+/// Longest tool description accepted, in bytes (DESIGN §6: size limits on declarations).
+/// The longest built-in description is under a tenth of it.
+pub const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
+/// Largest parameters schema accepted, as compact JSON text, in bytes.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// Why a name cannot be a tool's name, or `None` when it can: 1-64 characters from
+/// a-z, A-Z, 0-9, `_` and `-`, the one pattern every provider accepts.
+pub fn name_problem(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    (!ok).then(|| {
+        "use 1-64 characters from a-z, A-Z, 0-9, _ and - (what every provider accepts)".into()
+    })
+}
+
+/// Why a declaration's description or schema is too large, as (field, size, limit).
+pub fn size_problem(description: &str, parameters: &Value) -> Option<(&'static str, usize, usize)> {
+    if description.len() > MAX_DESCRIPTION_BYTES {
+        return Some(("description", description.len(), MAX_DESCRIPTION_BYTES));
+    }
+    let schema_bytes = serde_json::to_string(parameters).map_or(usize::MAX, |t| t.len());
+    (schema_bytes > MAX_SCHEMA_BYTES).then_some(("parameters", schema_bytes, MAX_SCHEMA_BYTES))
+}
+
+/// Why a parameters schema was refused: where in the schema (a JSON pointer, `""` for the
+/// top level) and what is wrong there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaProblem {
+    pub pointer: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SchemaProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.pointer.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "at {}: {}", self.pointer, self.reason)
+        }
+    }
+}
+
+/// The `$schema` dialects a tool schema may name. Without `$schema` a schema is read as
+/// 2020-12, the latest dialect.
+const DIALECTS: &str = "draft-07 (http://json-schema.org/draft-07/schema#), 2019-09 (https://json-schema.org/draft/2019-09/schema) or 2020-12 (https://json-schema.org/draft/2020-12/schema)";
+
+/// A tool's parameters schema, compiled once: what pass 1 checks a call's arguments
+/// against, for every kind of tool (built-in, script, ext, MCP and client tools alike).
+pub struct CompiledSchema {
     validator: jsonschema::Validator,
     required: Vec<String>,
 }
 
-impl Registered {
-    pub fn spec(&self) -> &ToolSpec {
-        self.tool.spec()
+impl std::fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledSchema")
+            .field("required", &self.required)
+            .finish_non_exhaustive()
     }
-    pub fn name(&self) -> &str {
-        &self.tool.spec().name
+}
+
+impl CompiledSchema {
+    /// Compile a tool's parameters schema: an object at the top level; the dialect its
+    /// `$schema` names (draft-04 to 2020-12; 2020-12 when absent), with that dialect's full
+    /// semantics; every `$ref` resolved inside the document (nothing is fetched); known
+    /// `format`s asserted; ECMA-262 regexes with Unicode classes.
+    pub fn compile(parameters: &Value) -> Result<Self, SchemaProblem> {
+        let top = |reason: String| SchemaProblem {
+            pointer: String::new(),
+            reason,
+        };
+        if parameters.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(top(
+                "the top level must be {\"type\": \"object\", ...}: tools take an arguments object"
+                    .into(),
+            ));
+        }
+        if let Some(found) = parameters.get("$schema")
+            && !found.is_string()
+        {
+            return Err(SchemaProblem {
+                pointer: "/$schema".into(),
+                reason: format!("$schema must be a string naming {DIALECTS}"),
+            });
+        }
+        // At the top or in an embedded resource: the library would read an unknown dialect
+        // as its parent's, which is not what the schema says.
+        if let Some((pointer, uri)) = unknown_dialect(parameters, "") {
+            return Err(SchemaProblem {
+                pointer,
+                reason: format!(
+                    "unknown dialect {uri:?}; name {DIALECTS}, or leave $schema out for 2020-12"
+                ),
+            });
+        }
+        let refused = NoRemote::default();
+        let validator = jsonschema::options()
+            .with_retriever(refused.clone())
+            // One rule for every dialect: a known format is checked (2019-09 and 2020-12
+            // would only annotate it), so a call that would fail in the tool fails in pass 1
+            // with a pointer instead. Unknown formats (`uint64`, ...) stay annotations.
+            .should_validate_formats(true)
+            // Patterns that need backtracking (look-arounds, back-references) give up instead
+            // of spinning on a hostile argument: the arguments come from the model.
+            .with_pattern_options(
+                jsonschema::PatternOptions::fancy_regex().backtrack_limit(1_000_000),
+            )
+            .build(parameters)
+            .map_err(|e| {
+                if let Some(uri) = refused.first() {
+                    // A relative reference resolves against the library's own base URI.
+                    let uri = uri.strip_prefix("json-schema:///").unwrap_or(&uri);
+                    // Named as written, where it is written, when it can be found.
+                    let (pointer, uri) = find_ref(parameters, "", &|target| {
+                        target.split('#').next() == uri.split('#').next()
+                    })
+                    .unwrap_or_else(|| (String::new(), uri.to_string()));
+                    return SchemaProblem {
+                        pointer,
+                        reason: format!(
+                            "$ref {uri:?} points outside the schema; remote references are never fetched, so copy what it names under \"$defs\" (draft-07: \"definitions\") and refer to it as \"#/$defs/NAME\""
+                        ),
+                    };
+                }
+                let pointer = e.instance_path().to_string();
+                // A local reference that names nothing: say which one.
+                let dangling = |target: &str| {
+                    target.strip_prefix('#').is_some_and(|inner| {
+                        inner.starts_with('/')
+                            && !inner.contains('%')
+                            && parameters.pointer(inner).is_none()
+                    })
+                };
+                if pointer.is_empty()
+                    && let Some((at, target)) = find_ref(parameters, "", &dangling)
+                {
+                    return SchemaProblem {
+                        pointer: at,
+                        reason: format!("$ref {target:?} points at nothing in this schema"),
+                    };
+                }
+                let mut reason = e.to_string();
+                if pointer.ends_with("/type") {
+                    reason.push_str(
+                        "; a type is one of string, number, integer, boolean, object, array, null",
+                    );
+                }
+                truncate_chars(&mut reason, MAX_VIOLATION_CHARS);
+                SchemaProblem { pointer, reason }
+            })?;
+        let required = parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(CompiledSchema {
+            validator,
+            required,
+        })
     }
 
-    /// Parse and validate a call's raw argument text. `Err` is the message after `tool=<N> failed: `.
-    pub fn check_args(&self, parsed: Option<Value>, raw: &str) -> Result<Value, String> {
-        let name = self.name();
+    /// Parse and validate a call's raw argument text for tool `name`. `Err` is the message
+    /// after `tool=<N> failed: `.
+    pub fn check_args(
+        &self,
+        name: &str,
+        parsed: Option<Value>,
+        raw: &str,
+    ) -> Result<Value, String> {
         let required = self.required.join(", ");
         let trimmed = raw.trim();
         let args = if trimmed.is_empty() || trimmed == "null" {
@@ -111,6 +277,99 @@ impl Registered {
     }
 }
 
+/// Where the first `$ref` under `node` whose target `pick` accepts is, and its target; to say
+/// which reference broke when a compile fails.
+fn find_ref(node: &Value, at: &str, pick: &dyn Fn(&str) -> bool) -> Option<(String, String)> {
+    match node {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get("$ref")
+                && pick(target)
+            {
+                return Some((format!("{at}/$ref"), target.clone()));
+            }
+            map.iter().find_map(|(key, value)| {
+                let key = key.replace('~', "~0").replace('/', "~1");
+                find_ref(value, &format!("{at}/{key}"), pick)
+            })
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, value)| find_ref(value, &format!("{at}/{i}"), pick)),
+        _ => None,
+    }
+}
+
+/// Where the first `$schema` naming no known dialect is, and what it names. Values that are
+/// data, not schemas (`const`, `enum`, `default`, `examples`), are not looked into.
+fn unknown_dialect(node: &Value, at: &str) -> Option<(String, String)> {
+    match node {
+        Value::Object(map) => {
+            if let Some(Value::String(uri)) = map.get("$schema")
+                && jsonschema::Draft::from_schema_uri(uri) == jsonschema::Draft::Unknown
+            {
+                return Some((format!("{at}/$schema"), uri.clone()));
+            }
+            map.iter()
+                .filter(|(key, _)| {
+                    !["const", "enum", "default", "examples"].contains(&key.as_str())
+                })
+                .find_map(|(key, value)| {
+                    let key = key.replace('~', "~0").replace('/', "~1");
+                    unknown_dialect(value, &format!("{at}/{key}"))
+                })
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, value)| unknown_dialect(value, &format!("{at}/{i}"))),
+        _ => None,
+    }
+}
+
+/// The retriever of every schema compile: it fetches nothing and remembers what a `$ref`
+/// asked for, so the refusal can name it.
+#[derive(Clone, Default)]
+struct NoRemote(Arc<std::sync::Mutex<Option<String>>>);
+
+impl NoRemote {
+    fn first(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|asked| asked.clone())
+    }
+}
+
+impl jsonschema::Retrieve for NoRemote {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        if let Ok(mut asked) = self.0.lock() {
+            asked.get_or_insert_with(|| uri.to_string());
+        }
+        Err(format!("{uri} is not fetched: tool schemas must be self-contained").into())
+    }
+}
+
+/// A registered tool with its compiled schema.
+pub struct Registered {
+    pub tool: Arc<dyn Tool>,
+    schema: CompiledSchema,
+}
+
+impl Registered {
+    pub fn spec(&self) -> &ToolSpec {
+        self.tool.spec()
+    }
+    pub fn name(&self) -> &str {
+        &self.tool.spec().name
+    }
+
+    /// Parse and validate a call's raw argument text. `Err` is the message after `tool=<N> failed: `.
+    pub fn check_args(&self, parsed: Option<Value>, raw: &str) -> Result<Value, String> {
+        self.schema.check_args(self.name(), parsed, raw)
+    }
+}
+
 /// The registry: tools sorted by name. Cloning shares the compiled schemas, so a registry is
 /// copied, changed and swapped in whole when tools come and go (an MCP server's list changed).
 #[derive(Clone, Default)]
@@ -131,51 +390,32 @@ impl Registry {
         Registry::default()
     }
 
-    /// Register a tool, compiling its schema; a bad name, a duplicate or a bad schema is refused.
+    /// Register a tool, compiling its schema; a bad name, a duplicate, an oversized
+    /// declaration or a bad schema is refused.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let spec = tool.spec();
         let name = spec.name.clone();
-        let name_ok = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !name_ok {
+        if name_problem(&name).is_some() {
             return Err(RegistryError::BadName(name));
         }
         if self.tools.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
         }
-        let bad = |reason: String| RegistryError::BadSchema {
-            name: name.clone(),
-            reason,
-        };
-        if spec.parameters.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(bad(
-                "the top level must be {\"type\": \"object\", ...}: tools take an arguments object"
-                    .into(),
-            ));
+        if let Some((field, size, limit)) = size_problem(&spec.description, &spec.parameters) {
+            return Err(RegistryError::TooLarge {
+                name,
+                field,
+                size,
+                limit,
+            });
         }
-        let validator =
-            jsonschema::validator_for(&spec.parameters).map_err(|e| bad(e.to_string()))?;
-        let required = spec
-            .parameters
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.tools.insert(
-            name,
-            Arc::new(Registered {
-                tool,
-                validator,
-                required,
-            }),
-        );
+        let schema =
+            CompiledSchema::compile(&spec.parameters).map_err(|p| RegistryError::BadSchema {
+                name: name.clone(),
+                reason: p.to_string(),
+            })?;
+        self.tools
+            .insert(name, Arc::new(Registered { tool, schema }));
         Ok(())
     }
 

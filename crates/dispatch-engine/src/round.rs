@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::canonical::{DedupeKey, KeyMap};
-use crate::deferred::ClientTool;
+use crate::client::ClientTools;
 use crate::engine::{Engine, EngineError};
 use crate::events::{Event, EventKind, EventLog, EventSink};
+use crate::handoff::ClientCalls;
 use crate::redact::{Redactor, ToolSecrets};
 use crate::registry::Registry;
 use crate::slot::{Slot, SlotResult, SlotState};
@@ -32,7 +33,8 @@ pub struct RoundRequest {
     pub run: String,
     pub provider: Provider,
     pub calls: Vec<RawCall>,
-    pub client_tools: Vec<ClientTool>,
+    /// The caller's own tools, compiled once (`ClientTools::compile`) and shared by rounds.
+    pub client_tools: ClientTools,
     pub exclude: Vec<String>,
     /// The whole run is allowed: the gate only applies deny rules.
     pub allow_all: bool,
@@ -56,7 +58,7 @@ impl RoundRequest {
             run: run.into(),
             provider,
             calls,
-            client_tools: Vec::new(),
+            client_tools: ClientTools::default(),
             exclude: Vec::new(),
             allow_all: false,
             schemas_shown: false,
@@ -177,26 +179,25 @@ impl Engine {
             message: assistant_message(&calls, &cx.redactor),
         });
 
-        // A reply that calls a client tool is the caller's to run (spec §1.1).
-        let handed_off = cx.client_handoff(&calls);
-        let handoff = handed_off.is_some();
-        let mut slots = if let Some(slots) = handed_off {
-            slots
-        } else {
-            // Pass 1: check every call in order.
-            let mut slots = cx.preflight(&calls).await;
-            // A call that needs the user parks the run instead of running (spec §1.4).
-            let pending = cx.park_for_ask_user(&mut slots);
-            if pending.is_none() {
-                // Pass 2: run the ready calls.
-                cx.execute(&mut slots).await;
-                if cx.req.cancel.is_cancelled() {
-                    return cx.cancelled(&slots).await;
+        // A reply with a valid client call is the caller's to run (spec §1.1, `handoff.rs`).
+        let (mut slots, handoff) = match cx.client_calls(&calls) {
+            ClientCalls::HandedBack(slots) => (slots, true),
+            ClientCalls::Checked(decided) => {
+                // Pass 1: check every call in order (invalid client calls are decided).
+                let mut slots = cx.preflight(&calls, decided).await;
+                // A call that needs the user parks the run instead of running (spec §1.4).
+                let pending = cx.park_for_ask_user(&mut slots);
+                if pending.is_none() {
+                    // Pass 2: run the ready calls.
+                    cx.execute(&mut slots).await;
+                    if cx.req.cancel.is_cancelled() {
+                        return cx.cancelled(&slots).await;
+                    }
                 }
+                cx.record.pending = pending;
+                cx.recall_errors(&slots).await;
+                (slots, false)
             }
-            cx.record.pending = pending;
-            cx.recall_errors(&slots).await;
-            slots
         };
         // Pass 3: every result, in call order.
         let results = cx.commit(&calls, &mut slots);

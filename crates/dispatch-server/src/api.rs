@@ -9,7 +9,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use dispatch_engine::{
-    AnswerRequest, ClientTool, ConfirmReply, EngineError, Provider, RoundOutcome, RoundRequest,
+    AnswerRequest, ClientTool, ClientToolProblem, ClientTools, ConfirmReply, EngineError, Provider,
+    RoundOutcome, RoundRequest,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -137,7 +138,10 @@ pub async fn create_session(
         })?
     };
     let id = session_id(spec.id.unwrap_or_else(generated_id))?;
-    match daemon.hub.create(&id, spec.client_tools, spec.exclude) {
+    // Checked and compiled once, here: every round of the session shares them.
+    let client_tools = ClientTools::compile(spec.client_tools, &daemon.engine.registry())
+        .map_err(|problems| bad_client_tools(&problems))?;
+    match daemon.hub.create(&id, client_tools, spec.exclude) {
         Ok(info) => Ok((
             StatusCode::CREATED,
             Json(json!({"id": &*info.id, "created_ms": info.created_ms})),
@@ -151,6 +155,27 @@ pub async fn create_session(
             ),
         )),
     }
+}
+
+/// Most declaration problems spelled out in one refusal; the rest are counted.
+const PROBLEMS_SHOWN: usize = 10;
+
+/// `400 bad_client_tools`: every problem (up to [`PROBLEMS_SHOWN`]), each naming the tool,
+/// its position in `client_tools` and the field.
+fn bad_client_tools(problems: &[ClientToolProblem]) -> ApiError {
+    let mut text = problems
+        .iter()
+        .take(PROBLEMS_SHOWN)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if problems.len() > PROBLEMS_SHOWN {
+        text.push_str(&format!("; and {} more", problems.len() - PROBLEMS_SHOWN));
+    }
+    ApiError::bad_request(
+        "bad_client_tools",
+        format!("the session's client_tools are refused: {text}"),
+    )
 }
 
 /// `GET /v1/sessions`
@@ -180,7 +205,7 @@ pub async fn tools(
         .unwrap_or_default();
     let (tools, turn_context) = daemon
         .engine
-        .tools(&id, provider, &clients, &exclude)
+        .tools(&id, provider, clients.declarations(), &exclude)
         .await
         .map_err(engine_error)?;
     Ok(Json(json!({"tools": tools, "turn_context": turn_context})))
@@ -379,7 +404,7 @@ pub async fn round(
     })?;
     let info = daemon.hub.session(&id);
     let mut req = RoundRequest::new(id.clone(), run.clone(), provider, calls);
-    req.client_tools = (*info.client_tools).clone();
+    req.client_tools = info.client_tools.clone();
     req.exclude = (*info.exclude).clone();
     req.cancel = daemon.stop_rounds.child_token();
     let outcome = dispatch(&daemon, id, run, Work::Round(req)).await?;

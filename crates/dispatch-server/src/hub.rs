@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use dispatch_engine::{ClientTool, ConfirmReply, ConfirmRequest, Confirmer, Event, EventSink};
+use dispatch_engine::{ClientTools, ConfirmReply, ConfirmRequest, Confirmer, Event, EventSink};
 use dispatch_store::EventJson;
 use serde::Serialize;
 use serde_json::json;
@@ -56,7 +56,8 @@ pub struct SessionInfo {
     /// Clients subscribed to this session's events right now.
     pub watchers: usize,
     #[serde(skip)]
-    pub client_tools: Arc<Vec<ClientTool>>,
+    /// Checked and compiled when the session was created; every round shares them.
+    pub client_tools: ClientTools,
     #[serde(skip)]
     pub exclude: Arc<Vec<String>>,
 }
@@ -170,11 +171,7 @@ impl Hub {
         lock(&self.routes).get(session).cloned()
     }
 
-    fn new_state(
-        id: &Arc<str>,
-        client_tools: Vec<ClientTool>,
-        exclude: Vec<String>,
-    ) -> SessionState {
+    fn new_state(id: &Arc<str>, client_tools: ClientTools, exclude: Vec<String>) -> SessionState {
         let now = now_ms();
         SessionState {
             info: SessionInfo {
@@ -183,7 +180,7 @@ impl Hub {
                 last_active_ms: now,
                 rounds: 0,
                 watchers: 0,
-                client_tools: Arc::new(client_tools),
+                client_tools,
                 exclude: Arc::new(exclude),
             },
             feed: None,
@@ -199,7 +196,7 @@ impl Hub {
     pub fn create(
         &self,
         id: &str,
-        client_tools: Vec<ClientTool>,
+        client_tools: ClientTools,
         exclude: Vec<String>,
     ) -> Result<SessionInfo, CreateError> {
         let mut sessions = lock(&self.sessions);
@@ -209,7 +206,7 @@ impl Hub {
                 return Err(CreateError::Exists);
             }
             state.declared = true;
-            state.info.client_tools = Arc::new(client_tools);
+            state.info.client_tools = client_tools;
             state.info.exclude = Arc::new(exclude);
             return Ok(state.info.clone());
         }
@@ -270,7 +267,7 @@ impl Hub {
             return work(state);
         }
         let id: Arc<str> = Arc::from(id);
-        let mut state = Self::new_state(&id, Vec::new(), Vec::new());
+        let mut state = Self::new_state(&id, ClientTools::default(), Vec::new());
         let out = work(&mut state);
         Self::make_room(&mut sessions);
         sessions.insert(id.clone(), state);

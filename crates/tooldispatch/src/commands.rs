@@ -3,11 +3,12 @@
 use std::io::{IsTerminal, Read};
 
 use dispatch_engine::{
-    AnswerRequest, Confirmer, Engine, EngineError, Provider, Question, RoundOutcome, RoundRequest,
+    AnswerRequest, ClientTools, Confirmer, Engine, EngineError, Provider, Question, RoundOutcome,
+    RoundRequest,
 };
 use serde_json::{Value, json};
 
-use crate::setup::{self, client_tools};
+use crate::setup::{self, client_tools, compiled_client_tools};
 use crate::terminal::TerminalConfirmer;
 use crate::{AnswerArgs, CliError, Common, ReplayArgs, RoundArgs, SandboxArgs, ToolsArgs};
 
@@ -42,20 +43,31 @@ pub async fn round(args: RoundArgs) -> Result<(), CliError> {
             text
         }
     };
+    let declared = client_tools(&args.common)?;
     let engine = setup::engine(&args.common, None).await?;
-    let outcome = dispatch(&engine, &args.common, &args.session, &args.run, &input).await?;
+    let clients = compiled_client_tools(&args.common, declared, &engine)?;
+    let outcome = dispatch(
+        &engine,
+        &args.common,
+        &clients,
+        &args.session,
+        &args.run,
+        &input,
+    )
+    .await?;
     print_outcome(&outcome, args.common.provider, args.report);
     Ok(())
 }
 
 pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
+    let declared = client_tools(&args.common)?;
     let engine = setup::engine(&args.common, None).await?;
-    let clients = client_tools(&args.common)?;
+    let clients = compiled_client_tools(&args.common, declared, &engine)?;
     let (tools, turn_context) = engine
         .tools(
             args.session.as_deref().unwrap_or_default(),
             args.common.provider,
-            &clients,
+            clients.declarations(),
             &args.common.exclude,
         )
         .await
@@ -67,8 +79,11 @@ pub async fn tools(args: ToolsArgs) -> Result<(), CliError> {
 pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::input(format!("cannot read {}: {e}", args.file.display())))?;
+    let declared = client_tools(&args.common)?;
     // A replay is reproducible by default: it keeps its state in memory unless --store says otherwise.
     let engine = setup::engine(&args.common, Some("memory:")).await?;
+    // Read, checked and compiled once: every line's round shares them.
+    let clients = compiled_client_tools(&args.common, declared, &engine)?;
     let mut run = 1;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -84,6 +99,7 @@ pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
         let outcome = dispatch(
             &engine,
             &args.common,
+            &clients,
             &args.session,
             &format!("run-{run}"),
             line,
@@ -101,6 +117,7 @@ pub async fn replay(args: ReplayArgs) -> Result<(), CliError> {
 async fn dispatch(
     engine: &Engine,
     common: &Common,
+    clients: &ClientTools,
     session: &str,
     run: &str,
     input: &str,
@@ -110,7 +127,7 @@ async fn dispatch(
             CliError::input(format!("cannot read the {} reply: {e}", common.provider))
         })?;
     let mut request = RoundRequest::new(session, run, common.provider, calls);
-    request.client_tools = client_tools(common)?;
+    request.client_tools = clients.clone();
     request.exclude = common.exclude.clone();
     // Ctrl-C, SIGTERM (an orchestrator stopping us) and SIGHUP (the terminal closed) cancel
     // the round: running calls are stopped, their process groups killed, nothing committed.

@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dispatch_engine::{ApproveAll, ClientTool, Confirmer, Engine, EngineConfig, Headless};
+use dispatch_engine::{
+    ApproveAll, ClientTool, ClientTools, Confirmer, Engine, EngineConfig, Headless,
+};
 use dispatch_mcp::client::McpClients;
 
 use crate::config::Config;
@@ -65,6 +67,8 @@ pub fn store_url(option: Option<&str>) -> String {
     }
 }
 
+/// The `--client-tools` file's declarations, read and parsed once per process (not yet
+/// checked: that needs the engine's tools, see [`compiled_client_tools`]).
 pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
     let Some(path) = &common.client_tools else {
         return Ok(Vec::new());
@@ -80,6 +84,35 @@ pub fn client_tools(common: &Common) -> Result<Vec<ClientTool>, CliError> {
             "--client-tools {} is not a JSON array of {{\"name\", \"description\", \"parameters\"}}: {e}",
             path.display()
         ))
+    })
+}
+
+/// Most declaration problems spelled out on the one line of a refusal; the rest are counted.
+const PROBLEMS_SHOWN: usize = 5;
+
+/// `declared` checked against the engine's tools and compiled, once for every round of this
+/// process; any problem is bad input (exit 2), with every problem on one line.
+pub fn compiled_client_tools(
+    common: &Common,
+    declared: Vec<ClientTool>,
+    engine: &Engine,
+) -> Result<ClientTools, CliError> {
+    ClientTools::compile(declared, &engine.registry()).map_err(|problems| {
+        let file = common
+            .client_tools
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let mut line = problems
+            .iter()
+            .take(PROBLEMS_SHOWN)
+            .map(|p| p.to_string().replace(['\n', '\r'], " "))
+            .collect::<Vec<_>>()
+            .join("; ");
+        if problems.len() > PROBLEMS_SHOWN {
+            line.push_str(&format!("; and {} more", problems.len() - PROBLEMS_SHOWN));
+        }
+        CliError::input(format!("--client-tools {file} is refused: {line}"))
     })
 }
 

@@ -169,8 +169,15 @@ pub async fn check(common: &Common) -> Result<(), CliError> {
         }
     }
     let clients = setup::client_tools(common)?;
-    for client in &clients {
-        lines.push(format!("ok      {} (client tool)", client.name));
+    let problems = dispatch_engine::check_client_tools(&clients, &registry);
+    for (index, client) in clients.iter().enumerate() {
+        if !problems.iter().any(|p| p.index == index) {
+            lines.push(format!("ok      {} (client tool)", client.name));
+        }
+    }
+    for problem in problems {
+        refused += 1;
+        lines.push(format!("refused {problem}"));
     }
     let builtins = registry
         .iter()

@@ -756,13 +756,13 @@ async fn image_results_are_collected_into_one_user_message_after_the_tool_messag
     );
 }
 
-fn client_request(fx_calls: Vec<dispatch_engine::RawCall>) -> RoundRequest {
-    let mut req = RoundRequest::new("s", "r", Provider::OpenAi, fx_calls);
-    req.client_tools = vec![ClientTool {
+fn client_request(fx: &Fixture, calls: Vec<dispatch_engine::RawCall>) -> RoundRequest {
+    let mut req = RoundRequest::new("s", "r", Provider::OpenAi, calls);
+    req.client_tools = fx.client_tools(vec![ClientTool {
         name: "pick_file".into(),
         description: "the user picks a file".into(),
         parameters: json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
-    }];
+    }]);
     req
 }
 
@@ -771,11 +771,14 @@ async fn client_round() -> (Fixture, RoundOutcome, Arc<AtomicUsize>) {
     let fx = fixture().tool(echo).build();
     fx.mark_all("s").await;
     let out = fx
-        .request(client_request(vec![
-            call("a", "find_tools", r#"{"query": "select:echo"}"#),
-            wrapped("b", "echo", json!({"x": 1})),
-            call("c", "pick_file", r#"{"filter": "*.rs"}"#),
-        ]))
+        .request(client_request(
+            &fx,
+            vec![
+                call("a", "find_tools", r#"{"query": "select:echo"}"#),
+                wrapped("b", "echo", json!({"x": 1})),
+                call("c", "pick_file", r#"{"filter": "*.rs"}"#),
+            ],
+        ))
         .await;
     (fx, out, calls)
 }

@@ -1,4 +1,5 @@
 pub mod cache_tests;
+mod client_tests;
 mod commit_tests;
 mod deferred_tests;
 pub mod error_memory_tests;
@@ -10,6 +11,7 @@ mod properties;
 pub mod redaction_tests;
 pub mod regression_tests;
 mod scheduler_tests;
+mod schema_tests;
 mod security_tests;
 mod session_hold_tests;
 mod smoke;

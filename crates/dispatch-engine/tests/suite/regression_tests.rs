@@ -180,11 +180,11 @@ async fn a_wrapped_client_tool_call_is_handed_back_with_its_inner_arguments() {
             json!({"url": "https://example.org"}),
         )],
     );
-    req.client_tools = vec![ClientTool {
+    req.client_tools = fx.client_tools(vec![ClientTool {
         name: "browser".into(),
         description: "the caller's browser".into(),
         parameters: json!({"type": "object"}),
-    }];
+    }]);
     let out = fx.request(req).await;
     let handed: Vec<serde_json::Value> = events_json(&out.events)
         .into_iter()

@@ -10,9 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dispatch_engine::subject::resolve_path;
 use dispatch_engine::{
-    Access, ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Effect, Engine, EngineConfig,
-    Event, Gate, Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest, Subject, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec, register_system_tools,
+    Access, ApproveAll, ClientTools, ConfirmReply, ConfirmRequest, Confirmer, Effect, Engine,
+    EngineConfig, Event, Gate, Headless, Provider, RawCall, Registry, RoundOutcome, RoundRequest,
+    Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, register_system_tools,
 };
 use dispatch_store::SessionStore;
 use serde_json::{Value, json};
@@ -424,6 +424,11 @@ impl Fixture {
             .round(RoundRequest::new(session, run, provider, calls))
             .await
             .unwrap()
+    }
+
+    /// Client tools checked and compiled against this fixture's tools; panics on a bad one.
+    pub fn client_tools(&self, declared: Vec<dispatch_engine::ClientTool>) -> ClientTools {
+        ClientTools::compile(declared, &self.engine.registry()).unwrap()
     }
 
     pub async fn request(&self, req: RoundRequest) -> RoundOutcome {

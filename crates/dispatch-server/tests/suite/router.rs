@@ -540,3 +540,139 @@ async fn the_console_may_not_be_framed_by_another_site() {
     assert_eq!(headers["x-frame-options"], "DENY");
     assert_eq!(headers["content-security-policy"], "frame-ancestors 'none'");
 }
+
+/// Issue 16 part 4: a session's client tools are checked when it is created; each bad
+/// declaration is refused with 400 in the usual error shape, naming the tool and the field.
+#[tokio::test]
+async fn bad_client_tools_are_refused_with_400_naming_the_tool_and_the_field() {
+    let d = TestDaemon::new();
+    let rows = [
+        (
+            json!({"name": "open.browser", "parameters": {"type": "object"}}),
+            "client tool \"open.browser\" (#0), field name: \"open.browser\" is not a tool name; use 1-64 characters from a-z, A-Z, 0-9, _ and - (what every provider accepts)",
+        ),
+        (
+            json!({"name": "find_tools", "parameters": {"type": "object"}}),
+            "client tool \"find_tools\" (#0), field name: \"find_tools\" is a tool tooldispatch provides; a client tool may not replace it, so give yours another name",
+        ),
+        (
+            json!({"name": "calculate"}),
+            "client tool \"calculate\" (#0), field name: \"calculate\" is a tool tooldispatch provides; a client tool may not replace it, so give yours another name",
+        ),
+        (
+            json!({"name": "pick", "parameters": {"type": "objekt"}}),
+            "client tool \"pick\" (#0), field parameters: the top level must be {\"type\": \"object\", ...}: tools take an arguments object",
+        ),
+        (
+            json!({"name": "pick", "parameters": {"type": "object", "properties": {"q": {"$ref": "#/$defs/nothing"}}}}),
+            "client tool \"pick\" (#0), field parameters/properties/q/$ref: $ref \"#/$defs/nothing\" points at nothing in this schema",
+        ),
+        (
+            json!({"name": "pick", "parameters": {"type": "object", "properties": {"q": {"type": "string", "pattern": "(abc"}}}}),
+            "client tool \"pick\" (#0), field parameters/properties/q/pattern: \"(abc\" is not a \"regex\"",
+        ),
+        (
+            json!({"name": "pick", "parameters": {"type": "object", "properties": {"q": {"$ref": "https://example.com/q.json"}}}}),
+            "client tool \"pick\" (#0), field parameters/properties/q/$ref: $ref \"https://example.com/q.json\" points outside the schema; remote references are never fetched, so copy what it names under \"$defs\" (draft-07: \"definitions\") and refer to it as \"#/$defs/NAME\"",
+        ),
+    ];
+    for (bad, message) in rows {
+        let (status, body) = d
+            .post("/v1/sessions", &json!({"id": "c1", "client_tools": [bad]}))
+            .await;
+        assert_eq!(
+            (status, body),
+            (
+                StatusCode::BAD_REQUEST,
+                json!({"error": {"code": "bad_client_tools",
+                                 "message": format!("the session's client_tools are refused: {message}")}})
+            )
+        );
+    }
+    // Every problem of a list, in one answer.
+    let (status, body) = d
+        .post(
+            "/v1/sessions",
+            &json!({"id": "c1", "client_tools": [
+                {"name": "ok"}, {"name": "ok"}, {"name": "a b", "parameters": {"type": "array"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["error"]["message"],
+        "the session's client_tools are refused: client tool \"ok\" (#1), field name: \"ok\" is declared twice (first as #0); tool names must be unique; client tool \"a b\" (#2), field name: \"a b\" is not a tool name; use 1-64 characters from a-z, A-Z, 0-9, _ and - (what every provider accepts); client tool \"a b\" (#2), field parameters: the top level must be {\"type\": \"object\", ...}: tools take an arguments object"
+    );
+    // A refused session was not created: the id is still free.
+    let (status, _) = d
+        .post(
+            "/v1/sessions",
+            &json!({"id": "c1", "client_tools": [{"name": "pick"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+/// A session's client calls are checked before they are handed back.
+#[tokio::test]
+async fn a_sessions_client_calls_are_checked_and_only_valid_ones_handed_back() {
+    let d = TestDaemon::new();
+    let (status, _) = d
+        .post(
+            "/v1/sessions",
+            &json!({"id": "c2", "client_tools": [{"name": "open_url", "description": "Open a URL",
+                "parameters": {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}},
+                               "required": ["url"]}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let call = |id: &str, args: &str| json!({"id": id, "type": "function", "function": {"name": "open_url", "arguments": args}});
+    let message =
+        |calls: Vec<Value>| json!({"role": "assistant", "content": null, "tool_calls": calls});
+    let (status, body) = d
+        .post(
+            "/v1/sessions/c2/rounds?report=1",
+            &message(vec![call("a", r#"{"url": "not a uri"}"#), call("b", "[1]")]),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let rows: Vec<(Value, Value)> = body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["status"].clone(), r["content"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (
+                json!("invalid"),
+                json!(
+                    "tool=open_url failed: invalid arguments: /url: \"not a uri\" is not a \"uri\""
+                )
+            ),
+            (
+                json!("invalid"),
+                json!(
+                    "tool=open_url failed: invalid JSON for open_url: expected an object, got an array. Re-send arguments as a JSON object with required fields: url"
+                )
+            ),
+        ]
+    );
+    let (_, body) = d
+        .post(
+            "/v1/sessions/c2/rounds?report=1",
+            &message(vec![call("c", r#"{"url": "https://example.org/"}"#)]),
+        )
+        .await;
+    assert_eq!(body["results"][0]["status"], "client");
+    let handed: Vec<&Value> = body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "ClientToolCall")
+        .collect();
+    assert_eq!(
+        handed[0]["client_tool_calls"],
+        json!([{"id": "c", "name": "open_url", "arguments": r#"{"url": "https://example.org/"}"#}])
+    );
+}

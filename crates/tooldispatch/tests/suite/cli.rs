@@ -594,6 +594,111 @@ fn client_tools_are_handed_back_and_left_out_of_the_wire_output() {
     );
 }
 
+/// Issue 16 part 4: a bad declaration is bad input (exit 2), one line naming the tool and the
+/// field, for every command that takes `--client-tools`.
+#[test]
+fn bad_client_tools_exit_2_with_one_line_naming_the_tool_and_the_field() {
+    let td = Td::new();
+    let rows = [
+        (
+            r#"[{"name": "open.browser"}]"#,
+            r#"client tool "open.browser" (#0), field name: "open.browser" is not a tool name; use 1-64 characters from a-z, A-Z, 0-9, _ and - (what every provider accepts)"#,
+        ),
+        (
+            r#"[{"name": "find_tools", "description": "mine"}]"#,
+            r#"client tool "find_tools" (#0), field name: "find_tools" is a tool tooldispatch provides; a client tool may not replace it, so give yours another name"#,
+        ),
+        (
+            r#"[{"name": "pick"}, {"name": "pick"}]"#,
+            r#"client tool "pick" (#1), field name: "pick" is declared twice (first as #0); tool names must be unique"#,
+        ),
+        (
+            r#"[{"name": "pick", "parameters": {"type": "objekt"}}]"#,
+            r#"client tool "pick" (#0), field parameters: the top level must be {"type": "object", ...}: tools take an arguments object"#,
+        ),
+        (
+            r##"[{"name": "pick", "parameters": {"type": "object", "properties": {"q": {"$ref": "#/$defs/gone"}}}}]"##,
+            r##"client tool "pick" (#0), field parameters/properties/q/$ref: $ref "#/$defs/gone" points at nothing in this schema"##,
+        ),
+        (
+            r#"[{"name": "pick", "parameters": {"type": "object", "properties": {"q": {"type": "string", "pattern": "[unclosed"}}}}]"#,
+            r#"client tool "pick" (#0), field parameters/properties/q/pattern: "[unclosed" is not a "regex""#,
+        ),
+    ];
+    for (i, (declarations, problem)) in rows.iter().enumerate() {
+        let file = td.file(&format!("bad{i}.json"), declarations);
+        let file = file.to_str().unwrap();
+        let expected = format!("tooldispatch: --client-tools {file} is refused: {problem}\n");
+        let (code, stdout, stderr) = round_failure(
+            &td,
+            &["round", "--session", "s", "--client-tools", file],
+            &calculate_reply("c1"),
+        );
+        assert_eq!(
+            (code, stdout.as_str(), stderr.as_str()),
+            (Some(2), "", expected.as_str())
+        );
+    }
+    // `tools` and `replay` check the same way.
+    let file = td.file("bad0.json", rows[0].0);
+    let file = file.to_str().unwrap();
+    let expected = format!(
+        "tooldispatch: --client-tools {file} is refused: {}\n",
+        rows[0].1
+    );
+    let replay = td.file("replay.jsonl", &format!("{}\n", calculate_reply("c1")));
+    for args in [
+        vec!["tools", "--session", "s", "--client-tools", file],
+        vec!["replay", replay.to_str().unwrap(), "--client-tools", file],
+    ] {
+        let output = td.cmd(&args).output().unwrap();
+        assert_eq!(
+            (
+                output.status.code(),
+                String::from_utf8(output.stderr).unwrap()
+            ),
+            (Some(2), expected.clone()),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn invalid_client_calls_are_answered_invalid_and_only_valid_ones_handed_back() {
+    let td = Td::new();
+    let file = td.file(
+        "client.json",
+        r#"[{"name": "open_browser", "description": "Open a page in the user's browser",
+             "parameters": {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}}, "required": ["url"]}}]"#,
+    );
+    let file = file.to_str().unwrap();
+    let bad_only = openai(&[
+        ("c1", "open_browser", json!({"url": "not a uri"})),
+        ("c2", "write_todo", json!({"todos": [{"content": "a"}]})),
+    ]);
+    let report = td.report("s", "r1", &["--client-tools", file], &bad_only);
+    // No valid client call: nothing is handed back and write_todo runs.
+    assert_eq!(statuses(&report), pairs(&[("c1", "invalid"), ("c2", "ok")]));
+    assert_eq!(
+        report["results"][0]["content"],
+        "tool=open_browser failed: invalid arguments: /url: \"not a uri\" is not a \"uri\""
+    );
+    let mixed = openai(&[
+        ("c3", "open_browser", json!({})),
+        ("c4", "open_browser", json!({"url": "https://example.org/"})),
+        ("c5", "write_todo", json!({"todos": [{"content": "b"}]})),
+    ]);
+    let report = td.report("s", "r2", &["--client-tools", file], &mixed);
+    assert_eq!(
+        statuses(&report),
+        pairs(&[("c3", "invalid"), ("c4", "client"), ("c5", "not_run")])
+    );
+    assert_eq!(
+        report["results"][0]["content"],
+        "tool=open_browser failed: missing required field(s) url for open_browser. All required fields: url"
+    );
+}
+
 #[test]
 fn without_store_the_default_store_lives_under_xdg_data_home() {
     let td = Td::new();

@@ -166,3 +166,34 @@ fn tools_needs_a_session_or_check() {
         "{out:?}"
     );
 }
+
+#[test]
+fn tools_check_lists_client_tools_and_refuses_bad_ones() {
+    let td = Td::new();
+    let file = td.file(
+        "clients.json",
+        &json!([
+            {"name": "lookup", "description": "look a thing up", "parameters": {"type": "object"}},
+            {"name": "a.b", "description": "dotted"},
+            {"name": "find_tools", "description": "shadows the built-in"},
+        ])
+        .to_string(),
+    );
+    let file = file.display().to_string();
+    let out = td
+        .cmd(&["tools", "--check", "--client-tools", &file])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("ok      lookup (client tool)"), "{stdout}");
+    assert!(
+        stdout.contains("refused client tool \"a.b\" (#1), field name"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("refused client tool \"find_tools\" (#2), field name"),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 tool definition(s) refused"));
+}
