@@ -505,7 +505,8 @@ impl Registry {
     }
 }
 
-fn kind_of(v: &Value) -> &'static str {
+/// `a string`, `an object`, …: a JSON value's kind, for messages that say what was sent.
+pub fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -18,9 +18,10 @@ use dispatch_engine::{
 use dispatch_store::{CacheScope, ResultCache};
 use serde_json::{Map, Value, json};
 
-use super::definition::{Definition, kind};
+use super::definition::Definition;
 use crate::Stores;
 use crate::web::{HttpRequest, NetPolicy};
+use dispatch_engine::registry::kind_of as kind;
 
 /// How long a GET result is cached (seed §5, like http_request).
 const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);

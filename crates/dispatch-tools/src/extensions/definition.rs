@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dispatch_engine::registry::kind_of as kind;
 use serde_json::{Map, Value, json};
 
 use super::api::ApiDef;
@@ -128,9 +129,9 @@ impl Definition {
     }
 }
 
-/// The fields a script tool may declare. `always_allow` and `timeout` are the seed's names for
+/// The fields every tool may declare. `always_allow` and `timeout` are the seed's names for
 /// `read_only` and `timeout_s`.
-const SCRIPT_FIELDS: &[&str] = &[
+const COMMON_FIELDS: &[&str] = &[
     "name",
     "description",
     "parameters",
@@ -139,22 +140,10 @@ const SCRIPT_FIELDS: &[&str] = &[
     "always_allow",
     "timeout_s",
     "timeout",
-    "network",
-    "command",
 ];
-/// The fields an API tool may declare.
-const API_FIELDS: &[&str] = &[
-    "name",
-    "description",
-    "parameters",
-    "concurrent",
-    "read_only",
-    "always_allow",
-    "timeout_s",
-    "timeout",
-    "endpoint",
-    "auth",
-];
+/// And those of a script tool, and of an API tool.
+const SCRIPT_FIELDS: &[&str] = &["network", "command"];
+const API_FIELDS: &[&str] = &["endpoint", "auth"];
 
 /// Read and check the definition in `dir`. `Err` holds every problem found.
 pub fn load(dir: &Path, scope: Scope) -> Result<Definition, Vec<Problem>> {
@@ -235,7 +224,11 @@ fn check(
             "API tools (an endpoint instead of a program) come only with extensions; install it with `tooldispatch ext install`, or call the API with http_request".into(),
         );
     }
-    let known = if is_api { API_FIELDS } else { SCRIPT_FIELDS };
+    let known: Vec<&str> = COMMON_FIELDS
+        .iter()
+        .chain(if is_api { API_FIELDS } else { SCRIPT_FIELDS })
+        .copied()
+        .collect();
     for key in fields.keys() {
         if !known.contains(&key.as_str()) {
             problem(
@@ -546,15 +539,4 @@ pub fn find_on_path(program: &str) -> Option<PathBuf> {
             std::fs::metadata(candidate)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-}
-
-pub(crate) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

@@ -12,6 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::Value;
 
 use super::definition::{self, DEFINITION_FILE, Problem, Scope};
+use super::source::folders;
 
 /// Most bytes one install copies.
 const MAX_INSTALL_BYTES: u64 = 64 * 1024 * 1024;
@@ -125,17 +126,8 @@ pub fn install_extension(
 
 /// The installed extensions, each with its tools and problems.
 pub fn list_extensions(extensions_dir: &Path) -> Vec<Extension> {
-    let Ok(entries) = std::fs::read_dir(extensions_dir) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    dirs.into_iter()
+    folders(extensions_dir)
+        .into_iter()
         .map(|dir| {
             let name = dir
                 .file_name()
@@ -213,17 +205,7 @@ fn read_meta(dir: &Path) -> (Option<String>, Option<String>) {
 fn load_tools(root: &Path, name: &str) -> (Vec<String>, Vec<Problem>) {
     let mut tools = Vec::new();
     let mut problems = Vec::new();
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return (tools, problems);
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    for dir in dirs {
+    for dir in folders(root) {
         match definition::load(&dir, Scope::Extension(name.to_string())) {
             Ok(def) => tools.push(def.tool_name()),
             Err(found) => problems.extend(found),

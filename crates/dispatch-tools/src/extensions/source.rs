@@ -102,8 +102,9 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The folders in `dir` (none when it does not exist), sorted, hidden ones skipped.
-fn subdirs(dir: &Path, problems: &mut Vec<Problem>) -> Vec<PathBuf> {
+/// The folders in `dir` (none when it does not exist), sorted; hidden ones (an install's
+/// staging folder among them) skipped.
+pub(crate) fn folders(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -114,6 +115,12 @@ fn subdirs(dir: &Path, problems: &mut Vec<Problem>) -> Vec<PathBuf> {
         .map(|e| e.path())
         .collect();
     out.sort();
+    out
+}
+
+/// [`folders`], at most [`MAX_TOOLS_PER_DIR`] of them (a problem says when there were more).
+fn subdirs(dir: &Path, problems: &mut Vec<Problem>) -> Vec<PathBuf> {
+    let mut out = folders(dir);
     if out.len() > MAX_TOOLS_PER_DIR {
         problems.push(Problem::new(
             dir,

@@ -9,6 +9,7 @@
 use std::io::{self, Write};
 
 use async_trait::async_trait;
+use dispatch_engine::registry::kind_of;
 use dispatch_engine::{Effect, ToolContext, ToolError, ToolOutput, ToolSpec};
 use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior, Value as JinjaValue};
@@ -132,17 +133,6 @@ fn choose(template: &str) -> Result<(String, String), ToolError> {
         )));
     }
     Ok(("inline".to_string(), template.to_string()))
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// Render with escaping on, strict undefined values, the fuel limit and the output cap.
