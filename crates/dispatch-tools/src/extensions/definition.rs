@@ -19,8 +19,8 @@ pub const DEFINITION_FILE: &str = "tool.json";
 const MAX_DEFINITION_BYTES: u64 = 256 * 1024;
 /// Longest description (what find_tools shows the model).
 pub const MAX_DESCRIPTION_CHARS: usize = 2048;
-/// Largest parameters schema, as JSON text.
-pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Largest parameters schema, as compact JSON text: the engine's limit for every tool.
+pub use dispatch_engine::registry::MAX_SCHEMA_BYTES;
 /// The seed's default timeout of one call.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 /// Longest timeout a definition may declare.

@@ -253,12 +253,13 @@ impl ExtensionTools {
 
 /// A registration refusal as a problem of the definition's file.
 pub fn registration_problem(def: &Definition, e: RegistryError) -> Problem {
-    match e {
+    match &e {
         RegistryError::BadSchema { reason, .. } => Problem::new(
             &def.file(),
             "parameters",
             format!("is not a JSON Schema that compiles: {reason}"),
         ),
+        RegistryError::TooLarge { field, .. } => Problem::new(&def.file(), *field, e.to_string()),
         other => Problem::new(&def.file(), "name", other.to_string()),
     }
 }
