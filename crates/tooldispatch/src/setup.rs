@@ -16,10 +16,12 @@ use crate::{Approve, CliError, Common};
 /// the work directory's `.tooldispatch/tools` when the user trusts it, and the installed
 /// extensions (in the data directory).
 pub fn tool_dirs(workdir: &Path, trusted: bool) -> dispatch_tools::extensions::ToolDirs {
+    // Only absolute places: without HOME (or with a relative XDG variable) they would be
+    // relative to wherever tooldispatch runs, which may be a cloned repository.
     dispatch_tools::extensions::ToolDirs {
-        user: user_tools_dir(),
+        user: user_tools_dir().filter(|d| d.is_absolute()),
         project: trusted.then(|| workdir.join(".tooldispatch/tools")),
-        extensions: Some(extensions_dir()),
+        extensions: Some(extensions_dir()).filter(|d| d.is_absolute()),
     }
 }
 

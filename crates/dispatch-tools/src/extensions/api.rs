@@ -515,18 +515,21 @@ impl Tool for ApiTool {
     }
 
     async fn call(&self, cx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        // `.` and `..` survive percent-encoding and would move the request to another path of
-        // the host, with the tool's credential.
-        for name in placeholders(&self.api.url) {
-            if let Some(value) = args.get(&name).map(as_text)
-                && (value == "." || value == "..")
-            {
-                return Err(ToolError::failed(format!(
-                    "{name} may not be {value:?}: it fills a part of the URL's path"
-                )));
-            }
-        }
         let (mut url, rest) = self.request_of(&args);
+        // `.` and `..` survive percent-encoding and would move the request to another path of
+        // the host, with the tool's credential: no segment of the filled path may be one.
+        let path = url.split(['?', '#']).next().unwrap_or("");
+        let path = path.split_once("://").map_or(path, |(_, rest)| rest);
+        if path
+            .split('/')
+            .skip(1)
+            .any(|segment| segment == "." || segment == "..")
+        {
+            let names = placeholders(&self.api.url).join(", ");
+            return Err(ToolError::failed(format!(
+                "the arguments that fill the URL's path ({names}) may not make a path segment \".\" or \"..\""
+            )));
+        }
         let reads = self.spec.gate == Gate::ReadOnly;
         // The cache key is the request without its secret: the secret's value never reaches
         // the store, and rotating it does not empty the cache.

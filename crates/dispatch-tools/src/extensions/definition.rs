@@ -171,7 +171,19 @@ pub fn load(dir: &Path, scope: Scope) -> Result<Definition, Vec<Problem>> {
             ),
         ));
     }
-    let bytes = std::fs::read(&file).map_err(|e| one("(file)", format!("cannot read it: {e}")))?;
+    let mut bytes = Vec::new();
+    {
+        use std::io::Read;
+        std::fs::File::open(&file)
+            .and_then(|f| f.take(MAX_DEFINITION_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| one("(file)", format!("cannot read it: {e}")))?;
+    }
+    if bytes.len() as u64 > MAX_DEFINITION_BYTES {
+        return Err(one(
+            "(file)",
+            format!("is over the limit of {MAX_DEFINITION_BYTES} bytes"),
+        ));
+    }
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| one("(file)", format!("is not valid JSON: {e}")))?;
     let Value::Object(fields) = value else {
@@ -190,8 +202,15 @@ pub fn load(dir: &Path, scope: Scope) -> Result<Definition, Vec<Problem>> {
 /// problems (test_tool runs a draft that is not finished yet).
 pub fn load_draft(dir: &Path) -> (Option<Definition>, Vec<Problem>) {
     let file = dir.join(DEFINITION_FILE);
-    let fields = std::fs::read(&file)
+    let fields = std::fs::File::open(&file)
+        .and_then(|f| {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            f.take(MAX_DEFINITION_BYTES + 1).read_to_end(&mut bytes)?;
+            Ok(bytes)
+        })
         .ok()
+        .filter(|bytes| bytes.len() as u64 <= MAX_DEFINITION_BYTES)
         .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
     match (load(dir, Scope::Draft), fields) {
         (Ok(def), _) => (Some(def), Vec::new()),
@@ -483,6 +502,16 @@ fn command(dir: &Path, declared: Option<&Value>) -> Result<Vec<String>, String> 
             ));
         }
     };
+    // An argument that names a file must name one of the folder's own: anything else would
+    // be found in the work directory, where the code that runs could change after the tool
+    // was approved (or come from the model).
+    for item in &argv[1..] {
+        if looks_like_a_file(item) && in_folder(dir, item).is_none() {
+            return Err(format!(
+                "{item:?} is not a file of the tool's folder (a link out of it does not count); put the file in the folder, or pass paths in the arguments instead"
+            ));
+        }
+    }
     let program = &argv[0];
     match in_folder(dir, program) {
         Some(path) => {
@@ -510,6 +539,16 @@ fn command(dir: &Path, declared: Option<&Value>) -> Result<Vec<String>, String> 
         }
     }
     Ok(argv)
+}
+
+/// An argv item that reads as a file name: a path, or a name with a script's extension.
+fn looks_like_a_file(item: &str) -> bool {
+    const SCRIPTS: &[&str] = &[
+        ".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php", ".lua", ".r",
+        ".jar",
+    ];
+    !item.starts_with('-')
+        && (item.contains('/') || SCRIPTS.iter().any(|ext| item.to_lowercase().ends_with(ext)))
 }
 
 /// The file of `dir` an argv item names: a relative path inside the folder (no `..`) that

@@ -112,8 +112,11 @@ pub async fn run(
             def.tool_name()
         )));
     };
-    let confined = sandbox.sandbox().available();
-    let inside = if confined {
+    // An installed tool's folder lies under a directory the sandbox hides, so it is shown on
+    // its own. A draft lies in the work directory, which the sandbox shows already, with every
+    // hidden place inside it still hidden; a bind would show those too.
+    let bind = sandbox.sandbox().available() && def.scope != Scope::Draft;
+    let inside = if bind {
         PathBuf::from(TOOL_DIR_INSIDE)
     } else {
         def.dir.clone()
@@ -149,7 +152,7 @@ pub async fn run(
         env.retain(|(n, _)| n != name);
         env.push((OsString::from(name), value));
     }
-    let binds = if confined {
+    let binds = if bind {
         vec![(def.dir.clone(), inside.clone())]
     } else {
         Vec::new()
@@ -252,11 +255,21 @@ fn spill_target(cx: &ToolContext) -> Option<PathBuf> {
 /// Most bytes hashed for a folder's fingerprint; a bigger folder is fingerprinted by its
 /// files' sizes and times beyond that.
 const FINGERPRINT_BYTES: u64 = 16 * 1024 * 1024;
+/// Most files and folders fingerprinted.
+const FINGERPRINT_ENTRIES: usize = 2000;
+
+/// The key a project tool's once-per-session approval is kept under: its name and a hash of
+/// every file of its folder as it is now, so an approval covers the code that was approved and
+/// a `git pull` that changes the script asks again.
+pub(crate) fn ask_once_key(def: &Definition) -> String {
+    format!("{}:{}", def.tool_name(), folder_fingerprint(&def.dir))
+}
 
 /// A hash of every regular file in `dir` (names and contents, sorted, subfolders included).
 fn folder_fingerprint(dir: &Path) -> String {
     let mut hasher = blake3::Hasher::new();
     let mut budget = FINGERPRINT_BYTES;
+    let mut entries_left = FINGERPRINT_ENTRIES;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&folder) else {
@@ -266,6 +279,12 @@ fn folder_fingerprint(dir: &Path) -> String {
         let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
         entries.sort();
         for path in entries {
+            if entries_left == 0 {
+                // Past the cap the fingerprint says so, and still differs from a smaller folder.
+                hasher.update(b"\0too many entries");
+                break;
+            }
+            entries_left -= 1;
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
@@ -370,13 +389,7 @@ impl Tool for ScriptTool {
         let mut subject = Subject::new(access);
         if def.scope == Scope::Project {
             why.push_str("; it came with this work directory and has not run in this session");
-            // Every file of the folder as it is now, not only tool.json: an approval covers the
-            // code that was approved, and a `git pull` that changes the script asks again.
-            subject = subject.ask_once(format!(
-                "{}:{}",
-                def.tool_name(),
-                folder_fingerprint(&def.dir)
-            ));
+            subject = subject.ask_once(ask_once_key(def));
         }
         subject.why(why)
     }

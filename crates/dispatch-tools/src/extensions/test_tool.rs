@@ -14,12 +14,12 @@ use async_trait::async_trait;
 use dispatch_engine::{
     Access, Effect, Registry, Subject, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
-use dispatch_sandbox::Level;
+use dispatch_sandbox::{Availability, Level};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::definition::{self, Definition, Problem};
+use super::definition::{self, Definition, Problem, Scope};
 use super::script::{self, ScriptTool};
 use super::source::{ExtensionTools, registration_problem};
 use crate::BuiltinTool;
@@ -95,17 +95,31 @@ impl BuiltinTool for TestTool {
     }
 
     fn subject(&self, args: &Value, workdir: &Path) -> Option<Subject> {
-        let mut subject = match (level(writes(args)), self.sandbox.missing()) {
+        // The read-only sandbox is what makes a run safe without asking; turned off, or missing
+        // on this machine, every run asks.
+        let unconfined = match self.sandbox.sandbox().availability() {
+            Availability::Available { .. } => None,
+            Availability::Unavailable { reason } => Some(reason.clone()),
+            Availability::Off => Some("it is turned off in the config ([sandbox] mode)".into()),
+        };
+        let mut subject = match (level(writes(args)), unconfined) {
             (Level::Workspace, _) => Subject::new(Access::Changes).why(
                 "test_tool runs a script tool with allow_writes: it can change files in the work directory",
             ),
             (Level::ReadOnly, Some(reason)) => Subject::new(Access::Changes).why(format!(
-                "test_tool runs a script, and there is no OS sandbox to keep it read-only ({reason})"
+                "test_tool runs a script, and there is no OS sandbox to keep it read-only: {reason}"
             )),
             (Level::ReadOnly, None) => Subject::new(Access::Reads),
         };
         if let Some(path) = crate::subjects::text(args, "path") {
             subject = subject.path(dispatch_engine::subject::resolve_path(workdir, path));
+        }
+        // A project's tool asks the first time it runs in a session, through test_tool too.
+        if let Some(name) = crate::subjects::text(args, "name")
+            && let Some(def) = self.installed.as_ref().and_then(|t| t.script(name.trim()))
+            && def.scope == Scope::Project
+        {
+            subject = subject.ask_once(super::script::ask_once_key(&def));
         }
         Some(subject)
     }

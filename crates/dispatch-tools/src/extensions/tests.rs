@@ -56,6 +56,15 @@ impl Fixture {
     }
 
     fn with(confirmer: Arc<dyn Confirmer>, trusted: bool, net: NetPolicy) -> Fixture {
+        Fixture::build(confirmer, trusted, net, Default::default())
+    }
+
+    fn build(
+        confirmer: Arc<dyn Confirmer>,
+        trusted: bool,
+        net: NetPolicy,
+        sandbox: crate::shell::process::SandboxConfig,
+    ) -> Fixture {
         let dirs = tempfile::tempdir().unwrap();
         let root = dirs.path().canonicalize().unwrap();
         let workdir = root.join("work");
@@ -66,7 +75,6 @@ impl Fixture {
         let project = workdir.join(".tooldispatch/tools");
         let extensions = root.join("data/extensions");
         let net = Arc::new(net);
-        let sandbox = crate::shell::process::SandboxConfig::default();
         let store = dispatch_store::open("memory:").unwrap();
         let stores = crate::Stores::all(&store);
         let ext = Arc::new(ExtensionTools::new(
@@ -481,6 +489,13 @@ async fn who_asks_a_users_read_only_tool_runs_a_changing_one_asks_a_project_one_
     assert_eq!(counting.asked.load(Ordering::SeqCst), 4);
     f.run("a", "script_local", json!({})).await;
     assert_eq!(counting.asked.load(Ordering::SeqCst), 4);
+    // test_tool runs it only after the same once-per-session question.
+    for asked in [5, 5] {
+        let (status, text) = f.run("c", "test_tool", json!({"name": "local"})).await;
+        assert_eq!(status, Status::Ok, "{text}");
+        assert!(text.contains("\"stdout\": \"pulled\""), "{text}");
+        assert_eq!(counting.asked.load(Ordering::SeqCst), asked);
+    }
 
     // An untrusted work directory's tools are not loaded at all.
     let untrusted = Fixture::with(Arc::new(ApproveAll), false, NetPolicy::default());
@@ -734,6 +749,18 @@ fn bad_definitions_are_refused_with_file_field_and_reason() {
             "has no script.py, script.sh or run",
         ),
         (
+            "script outside the folder",
+            base(json!({"command": ["python3", "main.py"]})),
+            "command",
+            "\"main.py\" is not a file of the tool's folder",
+        ),
+        (
+            "path outside the folder",
+            base(json!({"command": ["sh", "../x/run.sh"]})),
+            "command",
+            "is not a file of the tool's folder",
+        ),
+        (
             "endpoint in a script tool",
             base(json!({"endpoint": {"url": "https://example.com"}})),
             "endpoint",
@@ -761,6 +788,19 @@ fn bad_definitions_are_refused_with_file_field_and_reason() {
     std::fs::write(dir.join("run"), "#!/bin/sh\n").unwrap();
     let problems = definition::load(&dir, Scope::User).unwrap_err();
     assert!(problems[0].reason.contains("chmod +x"), "{problems:?}");
+    // A script that is a link out of the folder: what it runs could change under an approval.
+    let dir = root.path().join("link").join("t");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tool.json"), base(json!({}))).unwrap();
+    std::fs::write(root.path().join("link/outside.py"), "print(1)\n").unwrap();
+    std::os::unix::fs::symlink("../outside.py", dir.join("script.py")).unwrap();
+    let problems = definition::load(&dir, Scope::User).unwrap_err();
+    assert!(
+        problems[0].reason.contains(
+            "\"script.py\" is not a file of the tool's folder (a link out of it does not count)"
+        ),
+        "{problems:?}"
+    );
 
     let user = root.path().join("schemas");
     for (folder, property) in [
@@ -960,6 +1000,49 @@ async fn test_tool_runs_a_draft_checks_its_input_and_reports_a_crash() {
     );
     let (status, text) = f.run("s", "test_tool", json!({"path": "../.."})).await;
     assert_eq!(status, Status::Failed, "{text}");
+    assert!(text.contains("path: path \"../..\" refused"), "{text}");
+
+    // The work directory itself as a draft: its hidden places stay hidden (a draft is run
+    // from where it is, not shown through a bind).
+    std::fs::create_dir_all(f.workdir.join(".tooldispatch")).unwrap();
+    std::fs::write(f.workdir.join(".tooldispatch/secret.txt"), "SECRET-RULES").unwrap();
+    write_tool(
+        f.workdir.parent().unwrap(),
+        "work",
+        json!({"name": "work", "description": "d"}),
+        &[(
+            "script.sh",
+            "cat \"$TOOLDISPATCH_TOOL_DIR/.tooldispatch/secret.txt\" 2>/dev/null || echo hidden\nls /tmp/tooldispatch-tool 2>/dev/null || echo no-bind\n",
+            false,
+        )],
+    );
+    let (_, text) = f.run("s", "test_tool", json!({"path": "."})).await;
+    let report: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report["stdout"], "hidden\nno-bind", "{report:#}");
+}
+
+#[tokio::test]
+async fn without_a_sandbox_test_tool_asks() {
+    let f = Fixture::build(
+        Arc::new(Headless),
+        true,
+        NetPolicy::default(),
+        crate::shell::process::SandboxConfig::new(Arc::new(dispatch_sandbox::Sandbox::off())),
+    );
+    write_tool(
+        &f.workdir.join("drafts"),
+        "x",
+        json!({"name": "x", "description": "d"}),
+        &[("script.sh", "echo ran\n", false)],
+    );
+    let (status, text) = f.run("s", "test_tool", json!({"path": "drafts/x"})).await;
+    assert_eq!(status, Status::Declined, "{text}");
+    assert!(
+        text.contains(
+            "there is no OS sandbox to keep it read-only: it is turned off in the config"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -1039,7 +1122,10 @@ async fn an_ext_api_tool_sends_its_secret_to_its_host_only_caches_gets_and_asks_
     // `..` would move the request to another path of the host, with the credential.
     let (status, text) = f.run("s", "ext_forecast", json!({"city": ".."})).await;
     assert_eq!(status, Status::Failed);
-    assert!(text.contains("city may not be \"..\""), "{text}");
+    assert!(
+        text.contains("(city) may not make a path segment \".\" or \"..\""),
+        "{text}"
+    );
     assert_eq!(server.requests().len(), 1);
     // Cached for the session: a second call does not reach the server.
     let (status, text) = f.run("s", "ext_forecast", json!({"city": "Lima"})).await;

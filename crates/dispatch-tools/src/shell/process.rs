@@ -163,9 +163,10 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// A program the user declared (a script tool's command), not one the model wrote:
-    /// `program` is absolute, it runs in the work directory `workdir` with `env` (already
-    /// scrubbed), and sees `read_only_binds`.
+    /// A script tool's command, checked when its definition was loaded (a draft's may be the
+    /// model's own): `program` is absolute, it runs in the work directory with `env` (already
+    /// scrubbed; its PATH keeps only absolute entries, so no program of the work directory is
+    /// picked up by name), and sees `read_only_binds`.
     pub fn declared(
         cx: &ToolContext,
         program: PathBuf,
@@ -176,6 +177,14 @@ impl Prepared {
     ) -> Result<Prepared, ToolError> {
         let confinement = Confinement::for_call(cx)?;
         let workdir = confinement.root().to_path_buf();
+        let mut env = env;
+        let path = env
+            .iter()
+            .find(|(n, _)| n == "PATH")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| DEFAULT_PATH.into());
+        env.retain(|(n, _)| n != "PATH");
+        env.push(("PATH".into(), absolute_path_entries(&path)));
         let mut display = std::iter::once(program.display().to_string())
             .chain(args.iter().map(|a| quote(a)))
             .collect::<Vec<_>>()
