@@ -182,16 +182,7 @@ fn parse_json(input: &str) -> Result<Value, WireError> {
 }
 
 /// Names a JSON value's type for "got …" in error messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+use crate::registry::kind_of as kind;
 
 /// Drops the locations after checking ids are distinct: results are matched to calls by id, so
 /// a repeated id would make two results indistinguishable to the provider.
