@@ -639,7 +639,7 @@ mod tests {
         let tag = r#"<tool_call name=\"x\">{}</tool_call>"#;
         let cases = [
             (
-                format!(r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"a","type":"function","function":{{"name":"x","arguments":"{{}}"}}}}]}}"#),
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"x","arguments":"{}"}}]}"#.to_string(),
                 "claude-code: this is an OpenAI Chat Completions message (tool_calls); send it with provider openai",
             ),
             (
