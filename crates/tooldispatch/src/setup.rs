@@ -342,6 +342,12 @@ pub fn build(
             workdir.display()
         ))
     })?;
+    if !workdir.is_dir() {
+        return Err(CliError::input(format!(
+            "--workdir {} is a file, not a directory; give the directory the tools work in",
+            workdir.display()
+        )));
+    }
     let store_option = common.store.as_deref().or(default_store);
     let store = open_store(store_option, config)?;
     let store_file = store_file(&store_url(store_option.or(config.store.as_deref())));

@@ -59,16 +59,44 @@ impl MakeOperators<f64> for CalcOps {
         };
         let mut ops: Vec<Operator<'a, f64>> = FloatOpsFactory::<f64>::make()
             .into_iter()
-            .filter(|op| !matches!(op.repr(), "*" | "/"))
+            .filter(|op| {
+                !matches!(
+                    op.repr(),
+                    "*" | "/" | "ln" | "log" | "log2" | "log10" | "atanh"
+                )
+            })
             .collect();
+        // A pole (ln(0), atanh(1)) is undefined, as below for division by zero.
+        ops.push(Operator::make_unary("ln", |a| undefined_at_pole(a.ln())));
+        ops.push(Operator::make_unary("log", |a| undefined_at_pole(a.ln())));
+        ops.push(Operator::make_unary("log2", |a| {
+            undefined_at_pole(a.log2())
+        }));
+        ops.push(Operator::make_unary("log10", |a| {
+            undefined_at_pole(a.log10())
+        }));
+        ops.push(Operator::make_unary("atanh", |a| {
+            undefined_at_pole(a.atanh())
+        }));
         ops.push(Operator::make_bin("*", multiplicative(|a, b| a * b)));
-        ops.push(Operator::make_bin("/", multiplicative(|a, b| a / b)));
+        // Division by zero is undefined (NaN), not infinite: an infinite result then always
+        // means the number grew past what a float holds, and the message can say which.
+        ops.push(Operator::make_bin(
+            "/",
+            multiplicative(|a, b| if b == 0.0 { f64::NAN } else { a / b }),
+        ));
         ops.push(Operator::make_bin("%", multiplicative(floored_modulo)));
         // exmex has `PI` and `π`; models mostly write `pi`. As an operator it is matched as a
         // whole token, so names like `pix` stay unknown names.
         ops.push(Operator::make_constant("pi", std::f64::consts::PI));
         ops
     }
+}
+
+/// A function's infinite value at a pole (ln(0) = -inf) is no number: NaN, so that only a
+/// result too large for a float reads as an overflow.
+fn undefined_at_pole(value: f64) -> f64 {
+    if value.is_infinite() { f64::NAN } else { value }
 }
 
 /// Modulo with the sign of the divisor (Python, spreadsheets), so `-7 % 3` is 2.
@@ -483,7 +511,13 @@ fn explain(msg: &str) -> String {
 
 /// Integers in full, everything else to 12 significant digits, `%g`-style.
 fn format_number(v: f64) -> Result<String, String> {
-    if !v.is_finite() {
+    if v.is_infinite() {
+        return Err(
+            "overflow: the result is beyond ±1.8e308, the largest number calculate holds; scale the numbers down (work in thousands or logarithms)"
+                .to_string(),
+        );
+    }
+    if v.is_nan() {
         return Err("division by zero or undefined result".to_string());
     }
     if v.fract() == 0.0 && v.abs() < INTEGER_LIMIT {
@@ -732,7 +766,14 @@ mod tests {
         assert_eq!(err("0/0"), msg);
         assert_eq!(err("sqrt(-1)"), msg);
         assert_eq!(err("ln(0)"), msg);
-        assert_eq!(err("10^400"), msg);
+        assert_eq!(err("log10(0)"), msg);
+        assert_eq!(err("atanh(1)"), msg);
+        assert_eq!(err("1/(2-2)"), msg);
+        let overflow = "overflow: the result is beyond ±1.8e308, the largest number calculate holds; scale the numbers down (work in thousands or logarithms)";
+        assert_eq!(err("10^400"), overflow);
+        assert_eq!(err("2^1024"), overflow);
+        assert_eq!(err("exp(1000)"), overflow);
+        assert_eq!(err("-(1e308*10)"), overflow);
     }
 
     #[test]

@@ -294,6 +294,27 @@ fn an_unknown_provider_exits_2_naming_the_provider() {
 }
 
 #[test]
+fn a_workdir_that_is_a_file_exits_2_like_a_missing_one() {
+    let td = Td::new();
+    let file = td.file("not-a-dir.txt", "x");
+    for (workdir, says) in [
+        (file.clone(), "is a file, not a directory"),
+        (file.with_extension("missing"), "is not a usable directory"),
+    ] {
+        let output = td
+            .bare()
+            .args(["round", "--session", "s", "--store", "memory:", "--workdir"])
+            .arg(&workdir)
+            .write_stdin(calculate_reply("c1"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
+
+#[test]
 fn a_missing_session_exits_2_naming_the_option() {
     let td = Td::new();
     let (code, stdout, stderr) = round_failure(&td, &["round"], &calculate_reply("c1"));
