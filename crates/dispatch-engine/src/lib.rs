@@ -16,6 +16,7 @@ pub mod events;
 pub mod gate;
 mod handoff;
 pub mod hints;
+pub mod ids;
 mod preflight;
 pub mod redact;
 pub mod registry;

@@ -20,20 +20,9 @@ use crate::error::{ApiError, too_large};
 
 /// Session ids name rows, keys and directories: a short, plain alphabet keeps them safe in all.
 pub fn session_id(id: String) -> Result<String, ApiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
-        && id != "."
-        && id != "..";
-    if ok {
-        Ok(id)
-    } else {
-        Err(ApiError::bad_request(
-            "bad_session_id",
-            "a session id is 1–128 characters of A–Z, a–z, 0–9, '.', '_', ':' and '-'",
-        ))
+    match dispatch_engine::ids::session_id_problem(&id) {
+        None => Ok(id),
+        Some(problem) => Err(ApiError::bad_request("bad_session_id", problem)),
     }
 }
 
@@ -389,11 +378,8 @@ pub async fn round(
     let Query(query) = query?;
     let provider = provider(query.provider.as_deref())?;
     let run = query.run.unwrap_or_else(|| "default".to_string());
-    if run.is_empty() || run.len() > 128 || run.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            "bad_request",
-            "run must be 1–128 characters without control characters",
-        ));
+    if let Some(problem) = dispatch_engine::ids::run_id_problem(&run) {
+        return Err(ApiError::bad_request("bad_request", problem));
     }
     let text = json_text(&headers, body)?;
     let calls = provider.format().parse_reply(&text).map_err(|e| {

@@ -119,10 +119,11 @@ enum Approve {
 
 #[derive(Args)]
 struct RoundArgs {
-    #[arg(long)]
+    /// The session (one conversation): 1–128 characters of A–Z a–z 0–9 . _ : -.
+    #[arg(long, value_parser = parse_session)]
     session: String,
     /// The run (one user turn); dedupe and "allow for this turn" live here.
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", value_parser = parse_run)]
     run: String,
     /// Print the round report instead of the result messages.
     #[arg(long)]
@@ -140,7 +141,7 @@ struct ToolsArgs {
     #[command(subcommand)]
     action: Option<tools_cmd::ToolsAction>,
     /// The session whose tools array to print.
-    #[arg(long, required_unless_present = "check")]
+    #[arg(long, required_unless_present = "check", value_parser = parse_session)]
     session: Option<String>,
     /// List every tool definition (script, ext, client, MCP) and why any was refused; exit 2
     /// when one was.
@@ -154,7 +155,8 @@ struct ToolsArgs {
 struct ReplayArgs {
     /// A JSONL file: one model reply per line.
     file: PathBuf,
-    #[arg(long, default_value = "replay")]
+    /// The session the replies run in.
+    #[arg(long, default_value = "replay", value_parser = parse_session)]
     session: String,
     /// Print round reports instead of result messages.
     #[arg(long)]
@@ -165,7 +167,8 @@ struct ReplayArgs {
 
 #[derive(Args)]
 struct AnswerArgs {
-    #[arg(long)]
+    /// The session whose waiting task to answer.
+    #[arg(long, value_parser = parse_session)]
     session: String,
     /// The waiting task (its task_hash); omit to list the session's waiting tasks.
     #[arg(long)]
@@ -179,6 +182,22 @@ struct AnswerArgs {
     report: bool,
     #[command(flatten)]
     common: Common,
+}
+
+/// A session id the daemon would take too (`dispatch_engine::ids`).
+pub(crate) fn parse_session(s: &str) -> Result<String, String> {
+    match dispatch_engine::ids::session_id_problem(s) {
+        None => Ok(s.to_string()),
+        Some(problem) => Err(problem.to_string()),
+    }
+}
+
+/// A run id the daemon would take too.
+fn parse_run(s: &str) -> Result<String, String> {
+    match dispatch_engine::ids::run_id_problem(s) {
+        None => Ok(s.to_string()),
+        Some(problem) => Err(problem.to_string()),
+    }
 }
 
 fn parse_provider(s: &str) -> Result<Provider, String> {

@@ -50,7 +50,7 @@ pub struct McpServeArgs {
     tools: Tools,
     /// The tooldispatch session to use (its todo list, history and marked tools); default:
     /// a new session per connection.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::parse_session)]
     session: Option<String>,
     #[command(flatten)]
     common: Common,

@@ -315,6 +315,37 @@ fn a_workdir_that_is_a_file_exits_2_like_a_missing_one() {
 }
 
 #[test]
+fn session_and_run_ids_the_daemon_refuses_exit_2() {
+    let td = Td::new();
+    let long = "x".repeat(129);
+    for args in [
+        vec!["round", "--session", ""],
+        vec!["round", "--session", "../escape"],
+        vec!["round", "--session", "a\nb"],
+        vec!["round", "--session", &long],
+        vec!["round", "--session", "s", "--run", "a\nb"],
+        vec!["round", "--session", "s", "--run", ""],
+        vec!["answer", "--session", ".."],
+        vec!["replay", "/dev/null", "--session", "a/b"],
+    ] {
+        let output = td
+            .bare()
+            .args(&args)
+            .args(["--store", "memory:"])
+            .write_stdin(calculate_reply("c1"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("a session id is 1–128 characters")
+                || stderr.contains("a run id is 1–128 characters"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn a_missing_session_exits_2_naming_the_option() {
     let td = Td::new();
     let (code, stdout, stderr) = round_failure(&td, &["round"], &calculate_reply("c1"));
