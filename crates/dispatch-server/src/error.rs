@@ -93,3 +93,54 @@ pub fn too_large() -> ApiError {
         ),
     )
 }
+
+/// Most bytes of a framework error's own text kept in the message.
+const FRAMEWORK_TEXT: usize = 512;
+
+/// Gives every error the API's one shape, also those answered before a handler runs: a wrong
+/// method (405, its `Allow` header kept), a path segment that is not UTF-8, a body over the
+/// limit. A response that is already JSON, or not an error, passes unchanged.
+pub async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, FRAMEWORK_TEXT * 4)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let mut said: String = text.chars().take(FRAMEWORK_TEXT).collect();
+    if said.is_empty() {
+        said = status.canonical_reason().unwrap_or("error").to_lowercase();
+    }
+    let error = match status {
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+            status,
+            "method_not_allowed",
+            "this endpoint does not take that method; the README's HTTP API section lists each endpoint's method",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => too_large(),
+        StatusCode::NOT_FOUND => ApiError::not_found("not_found", said),
+        StatusCode::BAD_REQUEST => {
+            ApiError::bad_request("bad_request", format!("the request cannot be read: {said}"))
+        }
+        _ if status.is_server_error() => ApiError::new(status, "internal", said),
+        _ => ApiError::new(status, "bad_request", said),
+    };
+    let mut shaped = error.into_response();
+    if let Some(allow) = parts.headers.get(axum::http::header::ALLOW) {
+        shaped
+            .headers_mut()
+            .insert(axum::http::header::ALLOW, allow.clone());
+    }
+    shaped
+}

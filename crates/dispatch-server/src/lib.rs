@@ -98,6 +98,8 @@ pub fn router_with(daemon: Arc<Daemon>, access: Access, extra: Router) -> Router
         .route("/console.css", get(console::style))
         .fallback(api::no_route)
         .with_state(daemon)
+        // Before `extra`: the MCP endpoint answers in its own protocol's terms.
+        .layer(axum::middleware::map_response(error::json_errors))
         .merge(extra);
     api.layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(

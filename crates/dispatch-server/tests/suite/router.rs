@@ -676,3 +676,54 @@ async fn a_sessions_client_calls_are_checked_and_only_valid_ones_handed_back() {
         json!([{"id": "c", "name": "open_url", "arguments": r#"{"url": "https://example.org/"}"#}])
     );
 }
+
+/// What the framework answers before a handler runs carries the API's one error shape too.
+#[tokio::test]
+async fn a_wrong_method_or_an_unreadable_path_gets_the_json_error_shape() {
+    let d = TestDaemon::new();
+    let request = |method: &str, path: &str| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "127.0.0.1")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, headers, body) = d
+        .call(Access::default(), request("GET", "/v1/sessions/s1/rounds"))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+        "{body}"
+    );
+    assert_eq!(
+        headers.get("allow").map(|v| v.to_str().unwrap()),
+        Some("POST")
+    );
+    let (status, _, body) = d
+        .call(Access::default(), request("DELETE", "/v1/health"))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+    );
+    let (status, _, body) = d
+        .call(
+            Access::default(),
+            request("POST", "/v1/sessions/%ff/rounds"),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "bad_request"),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the request cannot be read: "),
+        "{body}"
+    );
+}
