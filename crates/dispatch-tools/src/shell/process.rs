@@ -178,13 +178,7 @@ impl Prepared {
         let confinement = Confinement::for_call(cx)?;
         let workdir = confinement.root().to_path_buf();
         let mut env = env;
-        let path = env
-            .iter()
-            .find(|(n, _)| n == "PATH")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| DEFAULT_PATH.into());
-        env.retain(|(n, _)| n != "PATH");
-        env.push(("PATH".into(), absolute_path_entries(&path)));
+        absolute_path(&mut env);
         let mut display = std::iter::once(program.display().to_string())
             .chain(args.iter().map(|a| quote(a)))
             .collect::<Vec<_>>()
@@ -256,13 +250,7 @@ pub fn prepare(
     env.retain(|(n, _)| n != "PWD");
     env.push(("PWD".into(), cwd.clone().into_os_string()));
     // Nested lookups (make → cc, npm → node) must not depend on the cwd either.
-    let path = env
-        .iter()
-        .find(|(n, _)| n == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| DEFAULT_PATH.into());
-    env.retain(|(n, _)| n != "PATH");
-    env.push(("PATH".into(), absolute_path_entries(&path)));
+    let path = absolute_path(&mut env);
 
     let mut hardened = false;
     let (program, rest): (PathBuf, Vec<String>) = if args.shell {
@@ -346,6 +334,19 @@ fn resolve_write_paths(
         paths.push(path);
     }
     Ok((paths, shown))
+}
+
+/// Replace `env`'s PATH (the default when it has none) by its absolute entries only, and
+/// return the PATH it had, for looking the program up.
+fn absolute_path(env: &mut Vec<(OsString, OsString)>) -> OsString {
+    let path = env
+        .iter()
+        .find(|(n, _)| n == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| DEFAULT_PATH.into());
+    env.retain(|(n, _)| n != "PATH");
+    env.push(("PATH".into(), absolute_path_entries(&path)));
+    path
 }
 
 /// `path` without its relative entries (`.`, `node_modules/.bin`, empty ones).
