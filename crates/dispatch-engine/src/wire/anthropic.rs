@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    reply_error, split_data_url,
+    refuse_other_provider, reply_error, split_data_url,
 };
 
 const PROVIDER: Provider = Provider::Anthropic;
@@ -16,6 +16,7 @@ pub struct Messages;
 impl WireFormat for Messages {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_other_provider(PROVIDER, &reply)?;
         // The assistant message and a whole Messages API response both carry `content`.
         let Value::Object(message) = &reply else {
             return Err(fail(format!(
@@ -33,7 +34,7 @@ impl WireFormat for Messages {
                     kind(other)
                 )));
             }
-            None => return Err(missing_content(message)),
+            None => return Err(missing_content()),
         };
         let mut located = Vec::new();
         for (i, block) in blocks.iter().enumerate() {
@@ -78,15 +79,9 @@ fn fail(message: impl std::fmt::Display) -> WireError {
     reply_error(PROVIDER, message)
 }
 
-/// Says what the reply looks like instead, since a message sent with the wrong provider is the
-/// usual cause.
-fn missing_content(message: &Map<String, Value>) -> WireError {
-    let hint = if message.contains_key("tool_calls") || message.contains_key("choices") {
-        "; this looks like an OpenAI Chat Completions reply, send it with provider openai"
-    } else {
-        "; expected the assistant message or a Messages API response"
-    };
-    fail(format!("content is missing{hint}"))
+/// Another provider's reply was refused before this (`refuse_other_provider`).
+fn missing_content() -> WireError {
+    fail("content is missing; expected the assistant message or a Messages API response")
 }
 
 fn tool_use(i: usize, block: &Map<String, Value>) -> Result<(String, RawCall), WireError> {
@@ -307,7 +302,7 @@ mod tests {
             ),
             (
                 r#"{"role":"assistant","tool_calls":[]}"#,
-                "anthropic: content is missing; this looks like an OpenAI Chat Completions reply, send it with provider openai",
+                "anthropic: this is an OpenAI Chat Completions reply (tool_calls, function_call or choices); send it with provider openai",
             ),
             (
                 r#""hello""#,

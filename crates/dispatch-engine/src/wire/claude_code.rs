@@ -5,7 +5,10 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use super::{Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, kind, reply_error};
+use super::{
+    Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, kind, refuse_other_provider,
+    reply_error,
+};
 
 const PROVIDER: Provider = Provider::ClaudeCode;
 
@@ -89,27 +92,17 @@ fn reply_text(input: &str) -> Result<Cow<'_, str>, WireError> {
     if !(structured || start.starts_with('"')) {
         return Ok(Cow::Borrowed(input));
     }
-    match serde_json::from_str::<Value>(input) {
+    let parsed = serde_json::from_str::<Value>(input);
+    if let Ok(reply) = &parsed {
+        refuse_other_provider(PROVIDER, reply)?;
+    }
+    match parsed {
         Ok(Value::String(text)) => Ok(Cow::Owned(text)),
-        Ok(Value::Object(message)) => {
-            if let Some(other) = other_format(&message) {
-                return Err(reply_error(PROVIDER, other));
-            }
-            content_text(&message).map(Cow::Owned)
-        }
-        Ok(Value::Array(items)) => {
-            let responses = items
-                .iter()
-                .any(|item| item.get("type").and_then(Value::as_str) == Some("function_call"));
-            Err(reply_error(
-                PROVIDER,
-                if responses {
-                    "this is an OpenAI Responses output array (function_call items); send it with provider openai-responses"
-                } else {
-                    "the reply is a JSON array; send the assistant's text, a JSON string, or a message object whose content is a string or an array of text blocks"
-                },
-            ))
-        }
+        Ok(Value::Object(message)) => content_text(&message).map(Cow::Owned),
+        Ok(Value::Array(_)) => Err(reply_error(
+            PROVIDER,
+            "the reply is a JSON array; send the assistant's text, a JSON string, or a message object whose content is a string or an array of text blocks",
+        )),
         Ok(other) => Err(reply_error(
             PROVIDER,
             format!(
@@ -125,34 +118,6 @@ fn reply_text(input: &str) -> Result<Cow<'_, str>, WireError> {
         )),
         Err(_) => Ok(Cow::Borrowed(input)),
     }
-}
-
-/// Which other provider's reply `message` is, as the error to give, or `None`.
-fn other_format(message: &Map<String, Value>) -> Option<&'static str> {
-    if message.contains_key("tool_calls") || message.contains_key("choices") {
-        return Some(
-            "this is an OpenAI Chat Completions message (tool_calls); send it with provider openai",
-        );
-    }
-    if message.get("output").is_some_and(Value::is_array) {
-        return Some(
-            "this is an OpenAI Responses reply (output); send it with provider openai-responses",
-        );
-    }
-    if message.contains_key("candidates") || message.contains_key("parts") {
-        return Some("this is a Gemini reply (candidates or parts); send it with provider gemini");
-    }
-    let tool_use = message
-        .get("content")
-        .and_then(Value::as_array)
-        .is_some_and(|blocks| {
-            blocks
-                .iter()
-                .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-        });
-    tool_use.then_some(
-        "this is an Anthropic message with tool_use blocks; send it with provider anthropic",
-    )
 }
 
 fn content_text(message: &Map<String, Value>) -> Result<String, WireError> {
@@ -640,19 +605,19 @@ mod tests {
         let cases = [
             (
                 r#"{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"x","arguments":"{}"}}]}"#.to_string(),
-                "claude-code: this is an OpenAI Chat Completions message (tool_calls); send it with provider openai",
+                "claude-code: this is an OpenAI Chat Completions reply (tool_calls, function_call or choices); send it with provider openai",
             ),
             (
                 r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}"#.to_string(),
-                "claude-code: this is an Anthropic message with tool_use blocks; send it with provider anthropic",
+                "claude-code: this is an Anthropic Messages reply (tool_use blocks); send it with provider anthropic",
             ),
             (
                 r#"[{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]"#.to_string(),
-                "claude-code: this is an OpenAI Responses output array (function_call items); send it with provider openai-responses",
+                "claude-code: this is an OpenAI Responses reply (function_call items in output); send it with provider openai-responses",
             ),
             (
                 r#"{"output":[{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]}"#.to_string(),
-                "claude-code: this is an OpenAI Responses reply (output); send it with provider openai-responses",
+                "claude-code: this is an OpenAI Responses reply (function_call items in output); send it with provider openai-responses",
             ),
             (
                 r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"x","args":{}}}]}}]}"#.to_string(),

@@ -170,6 +170,64 @@ fn reply_error(provider: Provider, message: impl fmt::Display) -> WireError {
     WireError(format!("{provider}: {message}"))
 }
 
+/// Which provider's reply `reply` is, by the fields only that provider's replies carry, or
+/// `None` when it shows none. A parser refuses another provider's reply with
+/// [`wrong_provider`] instead of finding no calls in it (exit 0, the model's calls lost).
+fn sent_by(reply: &Value) -> Option<Provider> {
+    let has_type = |items: &[Value], wanted: &str| {
+        items
+            .iter()
+            .any(|i| i.get("type").and_then(Value::as_str) == Some(wanted))
+    };
+    match reply {
+        Value::Array(items) if has_type(items, "function_call") => Some(Provider::OpenAiResponses),
+        Value::Object(m) => {
+            let present = |key: &str| m.get(key).is_some_and(|v| !v.is_null());
+            if present("tool_calls") || present("function_call") || present("choices") {
+                Some(Provider::OpenAi)
+            } else if m.get("output").is_some_and(Value::is_array) {
+                Some(Provider::OpenAiResponses)
+            } else if present("candidates") || present("parts") {
+                Some(Provider::Gemini)
+            } else if m
+                .get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| has_type(blocks, "tool_use"))
+            {
+                Some(Provider::Anthropic)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The error for a reply of `other`'s format sent as `own`'s.
+fn wrong_provider(own: Provider, other: Provider) -> WireError {
+    let what = match other {
+        Provider::OpenAi => {
+            "an OpenAI Chat Completions reply (tool_calls, function_call or choices)"
+        }
+        Provider::OpenAiResponses => "an OpenAI Responses reply (function_call items in output)",
+        Provider::Anthropic => "an Anthropic Messages reply (tool_use blocks)",
+        Provider::Gemini => "a Gemini reply (candidates or parts)",
+        Provider::ClaudeCode => "claude-code text",
+    };
+    reply_error(
+        own,
+        format!("this is {what}; send it with provider {other}"),
+    )
+}
+
+/// `Err(wrong_provider)` when `reply` is another provider's.
+fn refuse_other_provider(own: Provider, reply: &Value) -> Result<(), WireError> {
+    match sent_by(reply) {
+        Some(other) if other != own => Err(wrong_provider(own, other)),
+        _ => Ok(()),
+    }
+}
+
 /// Parses the reply as JSON; serde_json's recursion limit keeps hostile nesting from overflowing
 /// the stack.
 fn parse_json(input: &str) -> Result<Value, WireError> {
@@ -178,7 +236,14 @@ fn parse_json(input: &str) -> Result<Value, WireError> {
             "the reply is empty: send the assistant message as JSON".to_owned(),
         ));
     }
-    serde_json::from_str(input).map_err(|e| WireError(format!("the reply is not valid JSON: {e}")))
+    serde_json::from_str(input).map_err(|e| {
+        let hint = if input.contains("<tool_call") {
+            "; this looks like claude-code text (<tool_call> tags): send it with provider claude-code"
+        } else {
+            ""
+        };
+        WireError(format!("the reply is not valid JSON: {e}{hint}"))
+    })
 }
 
 /// Names a JSON value's type for "got …" in error messages.
@@ -392,5 +457,53 @@ mod tests {
                     .to_owned()
             ))
         );
+    }
+}
+
+#[cfg(test)]
+mod provider_mixups {
+    use super::*;
+
+    /// One reply with one call in each provider's own format.
+    fn replies() -> [(Provider, &'static str); 5] {
+        [
+            (
+                Provider::OpenAi,
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"calculate","arguments":"{}"}}]}"#,
+            ),
+            (
+                Provider::Anthropic,
+                r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calculate","input":{}}]}"#,
+            ),
+            (
+                Provider::OpenAiResponses,
+                r#"[{"type":"function_call","call_id":"c","name":"calculate","arguments":"{}"}]"#,
+            ),
+            (
+                Provider::Gemini,
+                r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"calculate","args":{}}}]}}]}"#,
+            ),
+            (
+                Provider::ClaudeCode,
+                r#"<tool_call name="calculate">{}</tool_call>"#,
+            ),
+        ]
+    }
+
+    /// Every provider reads its own reply's call and refuses every other provider's reply:
+    /// none is taken as a reply without calls (exit 0, the model's calls lost).
+    #[test]
+    fn each_provider_reads_its_own_reply_and_refuses_the_others() {
+        for (own, reply) in replies() {
+            assert_eq!(
+                own.format().parse_reply(reply).map(|calls| calls.len()),
+                Ok(1),
+                "{own} reading its own reply"
+            );
+            for (other, _) in replies().iter().filter(|(p, _)| *p != own) {
+                let parsed = other.format().parse_reply(reply);
+                assert!(parsed.is_err(), "{other} took {own}'s reply: {parsed:?}");
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    reply_error,
+    refuse_other_provider, reply_error,
 };
 
 const PROVIDER: Provider = Provider::OpenAi;
@@ -40,6 +40,7 @@ impl WireFormat for ChatCompletions {
             return legacy_call(call).map(|call| vec![call]);
         }
         reject_anthropic_blocks(message)?;
+        refuse_other_provider(PROVIDER, &reply)?;
         Ok(Vec::new())
     }
 
@@ -99,6 +100,7 @@ fn present(value: Option<&Value>) -> Option<&Value> {
 /// choices are alternatives the caller did not pick, so they are not ours to run).
 fn assistant_message(reply: &Value) -> Result<&Map<String, Value>, WireError> {
     let Value::Object(reply) = reply else {
+        refuse_other_provider(PROVIDER, reply)?;
         return Err(fail(format!(
             "the reply must be an object (the assistant message or a chat.completion), got {}",
             kind(reply)
@@ -330,6 +332,31 @@ mod tests {
                 r#"{"location":"Boston, MA"}"#
             )])
         );
+    }
+
+    #[test]
+    fn other_providers_replies_are_refused_naming_the_provider() {
+        let cases = [
+            (
+                r#"[{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]"#,
+                "openai: this is an OpenAI Responses reply (function_call items in output); send it with provider openai-responses",
+            ),
+            (
+                r#"{"id":"resp_1","object":"response","output":[{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]}"#,
+                "openai: this is an OpenAI Responses reply (function_call items in output); send it with provider openai-responses",
+            ),
+            (
+                r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"x","args":{}}}]}}]}"#,
+                "openai: this is a Gemini reply (candidates or parts); send it with provider gemini",
+            ),
+            (
+                r#"{"role":"model","parts":[{"functionCall":{"name":"x","args":{}}}]}"#,
+                "openai: this is a Gemini reply (candidates or parts); send it with provider gemini",
+            ),
+        ];
+        for (input, message) in cases {
+            assert_eq!(parse(input), error(message), "{input}");
+        }
     }
 
     #[test]
