@@ -196,9 +196,18 @@ impl ExtensionTools {
 
     /// The loaded script tool `name` (with or without `script_`/`ext_`).
     pub fn script(&self, name: &str) -> Option<Arc<Definition>> {
-        self.definitions().into_iter().find(|d| {
-            matches!(d.body, Body::Script { .. }) && (d.tool_name() == name || d.name == name)
-        })
+        // Looked up under the lock: test_tool asks on every call, and copying every
+        // definition to find one would grow with the number of tools installed.
+        let state = self.state.lock().ok()?;
+        state
+            .loaded
+            .definitions
+            .iter()
+            .find(|d| {
+                matches!(d.body, Body::Script { .. })
+                    && (d.name == name || name.strip_prefix(d.scope.prefix()) == Some(&d.name))
+            })
+            .cloned()
     }
 
     /// The tool a definition becomes.
