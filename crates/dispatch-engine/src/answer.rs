@@ -13,7 +13,7 @@ use crate::events::EventKind;
 use crate::round::{RoundCx, RoundOutcome, RoundRequest, now_unix_ms};
 use crate::slot::{Slot, SlotState};
 use crate::status::Status;
-use crate::wire::RawCall;
+use crate::wire::{IdOrigin, RawCall};
 
 /// The user's answers to one pending task.
 pub struct AnswerRequest {
@@ -91,9 +91,16 @@ impl Engine {
         round.calls = Vec::new();
         let mut cx = self.begin(round).await?;
         let call = RawCall {
-            id: task.tool_call_id.clone(),
-            name: task.tool.clone(),
-            arguments: task.args.to_string(),
+            id_origin: if task.id_made_up {
+                IdOrigin::MadeUp
+            } else {
+                IdOrigin::Sent
+            },
+            ..RawCall::new(
+                task.tool_call_id.clone(),
+                task.tool.clone(),
+                task.args.to_string(),
+            )
         };
         let args = match task.args {
             Value::Null => Value::Object(Default::default()),
@@ -122,7 +129,11 @@ impl RoundCx<'_> {
     /// Spec §1.4: a ready call that needs the user (ask_user, store_secret), with no one to
     /// answer inline, parks the run: the other ready calls are not run, and the answer later
     /// becomes the parked call's result (`Engine::answer`).
-    pub(crate) fn park_for_ask_user(&mut self, slots: &mut [Slot]) -> Option<PendingTask> {
+    pub(crate) fn park_for_ask_user(
+        &mut self,
+        calls: &[RawCall],
+        slots: &mut [Slot],
+    ) -> Option<PendingTask> {
         if self.engine.confirmer.interactive() {
             return None;
         }
@@ -169,6 +180,10 @@ impl RoundCx<'_> {
             session: self.req.session.clone(),
             run: self.req.run.clone(),
             tool_call_id: slot.id.to_string(),
+            id_made_up: calls
+                .iter()
+                .find(|c| *c.id == *slot.id)
+                .is_some_and(|c| c.id_origin == IdOrigin::MadeUp),
             tool: ask_name.to_string(),
             state: tool.parked_state(&args),
             args,

@@ -183,11 +183,12 @@ impl RoundCx<'_> {
             result_of[i] = Some(results.len());
             results.push(SlotResult {
                 tool_call_id: String::from(&*slot.id),
+                id_origin: calls.get(i).map(|c| c.id_origin).unwrap_or_default(),
                 name: String::from(&*slot.name),
-                // Only a wrapped call was called by another name: no copy for the rest.
+                // Only a wrapped or untidy call was called by another name: no copy for the rest.
                 called_as: calls
                     .get(i)
-                    .map(|c| normalised(&c.name))
+                    .map(|c| c.name.as_str())
                     .filter(|called| *called != &*slot.name)
                     .map(str::to_string),
                 status,

@@ -90,7 +90,7 @@ impl RoundCx<'_> {
         let mut handed = Vec::new();
         let mut slots = Vec::with_capacity(calls.len());
         for (call, client) in calls.iter().zip(checked) {
-            let id: Arc<str> = Arc::from(call.id.trim());
+            let id: Arc<str> = Arc::from(call.id.as_str());
             let slot = match (client, &first_valid) {
                 (Some((client, Err(reason))), _) => {
                     let name: Arc<str> = Arc::from(client.name);

@@ -49,4 +49,4 @@ pub use spec::{CachePolicy, Concurrency, Effect, Gate, Origin, ToolSpec};
 pub use status::Status;
 pub use subject::{Access, Subject};
 pub use tool::{CachePut, Exclude, Progress, Tool, ToolContext, ToolError, ToolOutput};
-pub use wire::{Provider, RawCall};
+pub use wire::{IdOrigin, Provider, RawCall};

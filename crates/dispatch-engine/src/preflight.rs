@@ -66,7 +66,8 @@ impl Candidate {
             serde_json::from_str(args_raw).ok()
         };
         let candidate = Candidate {
-            id: Arc::from(call.id.trim()),
+            // Kept as sent: the result answers this id byte for byte.
+            id: Arc::from(call.id.as_str()),
             name: Arc::from(name),
             args_raw: Arc::from(args_raw),
             parsed,

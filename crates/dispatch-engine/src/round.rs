@@ -97,7 +97,7 @@ impl RoundOutcome {
             .iter()
             .filter(|r| r.status != Status::Client)
             .map(|r| WireResult {
-                tool_call_id: &r.tool_call_id,
+                tool_call_id: r.id_origin.is_sent().then_some(r.tool_call_id.as_str()),
                 name: r.called_as.as_deref().unwrap_or(&r.name),
                 content: &r.content,
                 is_error: r.is_error,
@@ -186,7 +186,7 @@ impl Engine {
                 // Pass 1: check every call in order (invalid client calls are decided).
                 let mut slots = cx.preflight(&calls, decided).await;
                 // A call that needs the user parks the run instead of running (spec §1.4).
-                let pending = cx.park_for_ask_user(&mut slots);
+                let pending = cx.park_for_ask_user(&calls, &mut slots);
                 if pending.is_none() {
                     // Pass 2: run the ready calls.
                     cx.execute(&mut slots).await;
@@ -431,7 +431,7 @@ fn assistant_message(calls: &[RawCall], redactor: &Redactor) -> TranscriptMessag
     let tool_calls = calls
         .iter()
         .map(|c| RecordedCall {
-            id: c.id.trim().to_string(),
+            id: c.id.clone(),
             name: normalise_name(&c.name),
             arguments: redactor.redact(c.arguments.trim()).into_owned(),
         })

@@ -10,6 +10,7 @@ use crate::canonical::DedupeKey;
 use crate::spec::Effect;
 use crate::status::Status;
 use crate::tool::{Tool, ToolOutput};
+use crate::wire::IdOrigin;
 
 /// One call while the round is in flight.
 pub(crate) struct Slot {
@@ -74,9 +75,14 @@ pub(crate) struct Failure {
 #[derive(Clone, Debug, Serialize)]
 pub struct SlotResult {
     pub tool_call_id: String,
+    /// `made_up` when the provider sent the call without an id: `tool_call_id` then names it
+    /// for this report only, and the wire result carries no id.
+    #[serde(skip_serializing_if = "IdOrigin::is_sent")]
+    pub id_origin: IdOrigin,
     pub name: String,
-    /// The name as the model called it when that is not `name` (`run_tool` for a wrapped
-    /// call): formats that match a result to its call by name (Gemini) answer with this one.
+    /// The name exactly as the model wrote it, when that is not `name` (`run_tool` for a
+    /// wrapped call, or spaces around the name): formats that match a result to its call by
+    /// name (Gemini, claude-code) answer with this one.
     #[serde(skip)]
     pub called_as: Option<String>,
     pub status: Status,

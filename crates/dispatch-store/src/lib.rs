@@ -184,6 +184,10 @@ pub struct PendingTask {
     pub run: String,
     /// The id of the call whose result the answer becomes.
     pub tool_call_id: String,
+    /// The provider sent the call without an id and `tool_call_id` was made up for it: the
+    /// answer's result then goes back without one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub id_made_up: bool,
     /// The parked tool and its arguments, to finish the call with the answer.
     #[serde(default = "ask_user_name")]
     pub tool: String,

@@ -156,11 +156,7 @@ impl Harness {
 
 /// A direct call.
 pub fn call(id: &str, name: &str, args: Value) -> RawCall {
-    RawCall {
-        id: id.to_string(),
-        name: name.to_string(),
-        arguments: args.to_string(),
-    }
+    RawCall::new(id.to_string(), name.to_string(), args.to_string())
 }
 
 /// `run_tool(name, args)`.

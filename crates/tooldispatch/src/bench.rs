@@ -318,11 +318,11 @@ async fn bench_engine(
         "bench",
         "mark",
         Provider::OpenAi,
-        vec![RawCall {
-            id: "m".into(),
-            name: "find_tools".into(),
-            arguments: json!({"query": format!("select:{name}")}).to_string(),
-        }],
+        vec![RawCall::new(
+            "m",
+            "find_tools",
+            json!({"query": format!("select:{name}")}).to_string(),
+        )],
     );
     engine
         .round(mark)

@@ -101,11 +101,7 @@ pub async fn run(tools: usize, reps: usize) -> Result<Value, CliError> {
     )
     .map_err(|e| failed(e.to_string()))?
     .with_tool_source(source);
-    let call = |id: &str, name: &str, args: Value| RawCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-    };
+    let call = |id: &str, name: &str, args: Value| RawCall::new(id, name, args.to_string());
     let round = |run: String, calls: Vec<RawCall>| {
         engine.round(RoundRequest::new("bench", run, Provider::OpenAi, calls))
     };

@@ -297,6 +297,7 @@ fn main() -> ExitCode {
     });
     // A terminal prompt that timed out may still be blocked reading /dev/tty: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    setup::remove_scratch();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -61,6 +61,46 @@ fn protected_paths(option: Option<&str>, config: &Config) -> Vec<PathBuf> {
     paths
 }
 
+/// The temp directory that stands in for the data dir while the store keeps nothing
+/// (`memory:`), made on first use and removed by [`remove_scratch`] when the command ends.
+static SCRATCH: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Where the engine keeps per-session files (spilled results): the data dir, or, when the
+/// store keeps nothing (`memory:`), a private temp directory removed at exit, so a run that
+/// leaves no state leaves no spilled output in the real data dir either.
+fn session_files_dir(store_url: &str) -> Result<PathBuf, CliError> {
+    if !store_url.starts_with("memory:") {
+        return Ok(data_dir());
+    }
+    let mut scratch = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(dir) = scratch.as_ref() {
+        return Ok(dir.clone());
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("tooldispatch-{}-{nanos:08x}", std::process::id()));
+    // Made new (never an existing path someone else prepared) and readable by this user only.
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&dir)
+        .map_err(|e| {
+            CliError::failed(format!(
+                "cannot make a temp directory for spilled results at {}: {e}; set TMPDIR to a writable directory",
+                dir.display()
+            ))
+        })?;
+    *scratch = Some(dir.clone());
+    Ok(dir)
+}
+
+/// Remove the `memory:` store's temp directory, if this command made one.
+pub fn remove_scratch() {
+    let dir = SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// The store URL to use: the option, else the default SQLite file.
 pub fn store_url(option: Option<&str>) -> String {
     match option {
@@ -364,7 +404,9 @@ pub fn build(
     let registry = dispatch_tools::builtin_registry_with(&tools, &stores)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());
-    config_engine.data_dir = Some(data_dir());
+    config_engine.data_dir = Some(session_files_dir(&store_url(
+        store_option.or(config.store.as_deref()),
+    ))?);
     config_engine.trust_workdir = trusted;
     config_engine.protected = protected_paths(common.store.as_deref().or(default_store), config);
     if let Some(mib) = config.spill_quota_mib {

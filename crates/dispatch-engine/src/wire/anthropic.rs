@@ -97,11 +97,7 @@ fn tool_use(i: usize, block: &Map<String, Value>) -> Result<(String, RawCall), W
         None | Some(Value::Null) => "{}".to_owned(),
         Some(input) => input.to_string(),
     };
-    let call = RawCall {
-        id: id.to_owned(),
-        name: name.to_owned(),
-        arguments,
-    };
+    let call = RawCall::new(id, name, arguments);
     Ok((at, call))
 }
 
@@ -135,7 +131,12 @@ fn tool_result(result: &WireResult<'_>) -> Value {
     };
     let mut block = Map::new();
     block.insert("type".to_owned(), "tool_result".into());
-    block.insert("tool_use_id".to_owned(), result.tool_call_id.into());
+    // Anthropic sends an id with every call; `None` only comes from a caller that built calls
+    // without one, and an empty id is the API's own error to report.
+    block.insert(
+        "tool_use_id".to_owned(),
+        result.tool_call_id.unwrap_or_default().into(),
+    );
     block.insert("content".to_owned(), content);
     if result.is_error {
         block.insert("is_error".to_owned(), true.into());

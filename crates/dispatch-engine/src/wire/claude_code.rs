@@ -54,11 +54,12 @@ impl WireFormat for TextProtocol {
                 }
                 (text[tag.end..body_end].trim(), next)
             };
-            calls.push(RawCall {
-                id: format!("call_{}", calls.len() + 1),
-                name: tag.name,
-                arguments: arguments.to_owned(),
-            });
+            // The text protocol has no ids: results are matched by name and order.
+            calls.push(RawCall::made_up(
+                format!("call_{}", calls.len() + 1),
+                tag.name,
+                arguments.to_owned(),
+            ));
             from = next;
         }
         Ok(calls)
@@ -368,7 +369,7 @@ fn escape_attribute(value: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error, result};
+    use crate::wire::test_calls::{answer, error, result, unsent};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -385,8 +386,8 @@ mod tests {
         assert_eq!(
             parse(TWO_CALLS),
             Ok(vec![
-                call("call_1", "read_files", r#"{"paths": ["a.rs"]}"#),
-                call("call_2", "find_tools", r#"{"query": "select:grep"}"#),
+                unsent("call_1", "read_files", r#"{"paths": ["a.rs"]}"#),
+                unsent("call_2", "find_tools", r#"{"query": "select:grep"}"#),
             ])
         );
     }
@@ -415,9 +416,9 @@ mod tests {
         assert_eq!(
             parse(input),
             Ok(vec![
-                call("call_1", "a", "{}"),
-                call("call_2", "b", r#"{"k":1}"#),
-                call("call_3", "c", "{}"),
+                unsent("call_1", "a", "{}"),
+                unsent("call_2", "b", r#"{"k":1}"#),
+                unsent("call_3", "c", "{}"),
             ])
         );
     }
@@ -429,15 +430,15 @@ mod tests {
         assert_eq!(
             parse(input),
             Ok(vec![
-                call("call_1", " Read_Files ", r#"{"paths": ["#),
-                call("call_2", "x", "not json at all"),
+                unsent("call_1", " Read_Files ", r#"{"paths": ["#),
+                unsent("call_2", "x", "not json at all"),
             ])
         );
     }
 
     #[test]
     fn reads_the_text_of_a_json_string_or_a_message_object() {
-        let expected = Ok(vec![call("call_1", "x", r#"{"a":1}"#)]);
+        let expected = Ok(vec![unsent("call_1", "x", r#"{"a":1}"#)]);
         for input in [
             r#""ok <tool_call name=\"x\">{\"a\":1}</tool_call>""#,
             r#"{"role":"assistant","content":"<tool_call name=\"x\">{\"a\":1}</tool_call>"}"#,
@@ -530,9 +531,9 @@ mod tests {
         assert_eq!(
             parse(tricky),
             Ok(vec![
-                call("call_1", "ü\"", r#"{"🚀": 1}"#),
-                call("call_2", "b", "{}"),
-                call("call_3", "c", "{}"),
+                unsent("call_1", "ü\"", r#"{"🚀": 1}"#),
+                unsent("call_2", "b", "{}"),
+                unsent("call_3", "c", "{}"),
             ])
         );
         for (end, _) in tricky.char_indices() {
@@ -637,7 +638,7 @@ mod tests {
         // Prose that opens with a quote is still prose.
         assert_eq!(
             parse("\"Done,\" I said. <tool_call name=\"x\">{}</tool_call>"),
-            Ok(vec![call("call_1", "x", "{}")])
+            Ok(vec![unsent("call_1", "x", "{}")])
         );
     }
 
@@ -687,16 +688,7 @@ mod tests {
     #[test]
     fn rendered_results_answer_the_parsed_calls_in_order() {
         let calls = parse(TWO_CALLS).unwrap_or_default();
-        let results: Vec<WireResult<'_>> = calls
-            .iter()
-            .map(|c| WireResult {
-                tool_call_id: &c.id,
-                name: &c.name,
-                content: "ok",
-                is_error: false,
-                images: &[],
-            })
-            .collect();
+        let results: Vec<WireResult<'_>> = calls.iter().map(|c| answer(c, "ok")).collect();
         let messages = TextProtocol.render_results(&results);
         let content = messages[0]["content"].as_str().unwrap_or_default();
         let answered: Vec<&str> = content

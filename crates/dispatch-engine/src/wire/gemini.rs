@@ -1,21 +1,18 @@
 //! Gemini (generateContent): calls arrive as `functionCall` parts of the model's Content, results
 //! go back as `functionResponse` parts of one user Content.
 //!
-//! Gemini may omit a call's `id`; such calls get `gemini-call-<n>` (n counting the reply's
-//! function calls from 1, in part order), and their results go back without an `id`, matched by
-//! name and order as Gemini does for id-less calls.
+//! Gemini may omit a call's `id`; such calls are named `call_<n>` for events and reports (n
+//! counting the reply's function calls from 1), and their results go back without an `id`,
+//! matched by name and order as Gemini does for id-less calls.
 
 use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    reply_error, split_data_url,
+    refuse_other_provider, reply_error, split_data_url,
 };
 
 const PROVIDER: Provider = Provider::Gemini;
-
-/// The prefix of ids made up for calls Gemini sent without one.
-const SYNTHETIC_ID: &str = "gemini-call-";
 
 /// Schema keywords Gemini's OpenAPI subset rejects.
 const REJECTED_KEYWORDS: [&str; 4] = ["additionalProperties", "$schema", "default", "examples"];
@@ -29,6 +26,7 @@ pub struct GenerateContent;
 impl WireFormat for GenerateContent {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_other_provider(PROVIDER, &reply)?;
         let Some(parts) = model_parts(&reply)? else {
             return Ok(Vec::new());
         };
@@ -42,7 +40,7 @@ impl WireFormat for GenerateContent {
             };
             // Text, thought and executable-code parts are the model's business, not calls.
             if let Some(call) = part.get("functionCall") {
-                located.push(function_call(i, located.len() + 1, call)?);
+                located.push(function_call(i, call)?);
             }
         }
         distinct_ids(PROVIDER, located)
@@ -78,14 +76,8 @@ fn fail(message: impl std::fmt::Display) -> WireError {
 /// has content without parts (Gemini sends that for an empty turn).
 fn model_parts(reply: &Value) -> Result<Option<&Vec<Value>>, WireError> {
     let Value::Object(reply) = reply else {
-        let hint = match reply {
-            Value::Array(items) if items.iter().any(|i| i.get("type").is_some()) => {
-                "; this looks like a Responses API output array, send it with provider openai-responses"
-            }
-            _ => "",
-        };
         return Err(fail(format!(
-            "the reply must be an object (a generateContent response or a Content), got {}{hint}",
+            "the reply must be an object (a generateContent response or a Content), got {}",
             kind(reply)
         )));
     };
@@ -99,20 +91,10 @@ fn model_parts(reply: &Value) -> Result<Option<&Vec<Value>>, WireError> {
     if let Some(Value::Object(content)) = reply.get("content") {
         return optional_parts(content, "content.");
     }
-    Err(fail(format!("parts is missing{}", other_format(reply))))
-}
-
-/// Names the provider a reply without parts was probably meant for.
-fn other_format(reply: &Map<String, Value>) -> &'static str {
-    if reply.contains_key("tool_calls") || reply.contains_key("choices") {
-        "; this looks like an OpenAI Chat Completions reply, send it with provider openai"
-    } else if reply.contains_key("output") {
-        "; this looks like an OpenAI Responses reply, send it with provider openai-responses"
-    } else if reply.contains_key("content") {
-        "; this looks like an Anthropic Messages reply, send it with provider anthropic"
-    } else {
-        "; expected a generateContent response or a Content"
-    }
+    // Another provider's reply was refused before this (`refuse_other_provider`).
+    Err(fail(
+        "parts is missing; expected a generateContent response or a Content",
+    ))
 }
 
 fn candidate_parts<'v>(
@@ -186,7 +168,7 @@ fn content_parts<'v>(
     }
 }
 
-fn function_call(i: usize, n: usize, call: &Value) -> Result<(String, RawCall), WireError> {
+fn function_call(i: usize, call: &Value) -> Result<(String, RawCall), WireError> {
     let at = format!("parts[{i}] (functionCall)");
     let Value::Object(call) = call else {
         return Err(fail(format!("{at} must be an object, got {}", kind(call))));
@@ -202,8 +184,9 @@ fn function_call(i: usize, n: usize, call: &Value) -> Result<(String, RawCall), 
         }
     };
     let id = match call.get("id") {
-        Some(Value::String(id)) if !id.is_empty() => id.clone(),
-        None | Some(Value::Null) => format!("{SYNTHETIC_ID}{n}"),
+        Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+        // Named by `distinct_ids` once every sent id is known.
+        None | Some(Value::Null) => None,
         Some(Value::String(_)) => {
             return Err(fail(format!(
                 "{at} has an empty id: the result could not refer to the call; omit it or send a real one"
@@ -221,10 +204,9 @@ fn function_call(i: usize, n: usize, call: &Value) -> Result<(String, RawCall), 
         // Gemini sends an object; anything else is passed on for the engine to reject.
         Some(args) => args.to_string(),
     };
-    let call = RawCall {
-        id,
-        name: name.clone(),
-        arguments,
+    let call = match id {
+        Some(id) => RawCall::new(id, name.clone(), arguments),
+        None => RawCall::made_up(String::new(), name.clone(), arguments),
     };
     Ok((at, call))
 }
@@ -234,8 +216,8 @@ fn function_response(result: &WireResult<'_>) -> Value {
     let key = if result.is_error { "error" } else { "output" };
     let mut response = Map::new();
     response.insert("name".to_owned(), result.name.into());
-    if !result.tool_call_id.starts_with(SYNTHETIC_ID) {
-        response.insert("id".to_owned(), result.tool_call_id.into());
+    if let Some(id) = result.tool_call_id {
+        response.insert("id".to_owned(), id.into());
     }
     response.insert("response".to_owned(), json!({ key: result.content }));
     json!({"functionResponse": response})
@@ -324,7 +306,7 @@ fn gemini_schema_object(map: &Map<String, Value>) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error, result};
+    use crate::wire::test_calls::{answer, call, error, result, unsent, unsent_result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -355,13 +337,9 @@ mod tests {
         assert_eq!(
             parse(PARALLEL),
             Ok(vec![
-                call("gemini-call-1", "power_disco_ball", r#"{"power":true}"#),
-                call(
-                    "gemini-call-2",
-                    "start_music",
-                    r#"{"energetic":true,"loud":true}"#
-                ),
-                call("gemini-call-3", "dim_lights", r#"{"brightness":0.5}"#),
+                unsent("call_1", "power_disco_ball", r#"{"power":true}"#),
+                unsent("call_2", "start_music", r#"{"energetic":true,"loud":true}"#),
+                unsent("call_3", "dim_lights", r#"{"brightness":0.5}"#),
             ])
         );
     }
@@ -383,7 +361,7 @@ mod tests {
                     r#"{"location":"Bogotá","unit":"celsius"}"#
                 ),
                 // The second function call of the reply, so n is 2 although it is parts[3].
-                call("gemini-call-2", "get_time", "{}"),
+                unsent("call_2", "get_time", "{}"),
             ])
         );
     }
@@ -393,7 +371,7 @@ mod tests {
         let input = r#"{"content":{"role":"model","parts":[{"functionCall":{"name":"x","args":{"a":[1]}}}]},"finishReason":"STOP"}"#;
         assert_eq!(
             parse(input),
-            Ok(vec![call("gemini-call-1", "x", r#"{"a":[1]}"#)])
+            Ok(vec![unsent("call_1", "x", r#"{"a":[1]}"#)])
         );
     }
 
@@ -486,13 +464,39 @@ mod tests {
     }
 
     #[test]
-    fn a_real_id_colliding_with_a_made_up_one_is_rejected() {
-        let input = r#"{"parts":[{"functionCall":{"name":"a"}},{"functionCall":{"name":"b","id":"gemini-call-1"}}]}"#;
+    fn a_sent_id_keeps_its_text_when_it_equals_a_made_up_name() {
+        // The made-up name moves aside; the id Gemini sent is answered as sent.
+        let input = r#"{"parts":[{"functionCall":{"name":"a"}},{"functionCall":{"name":"b","id":"call_1"}}]}"#;
+        let calls = parse(input);
         assert_eq!(
-            parse(input),
-            error(
-                r#"gemini: parts[1] (functionCall) has id "gemini-call-1", already used by parts[0] (functionCall); every call needs its own id"#
-            )
+            calls,
+            Ok(vec![
+                unsent("call_1_2", "a", "{}"),
+                call("call_1", "b", "{}")
+            ])
+        );
+        let calls = calls.unwrap_or_default();
+        assert_eq!(
+            Value::Array(
+                GenerateContent.render_results(&[answer(&calls[0], "A"), answer(&calls[1], "B"),])
+            ),
+            json!([{"role": "user", "parts": [
+                {"functionResponse": {"name": "a", "response": {"output": "A"}}},
+                {"functionResponse": {"name": "b", "id": "call_1", "response": {"output": "B"}}},
+            ]}])
+        );
+    }
+
+    #[test]
+    fn ids_and_names_are_answered_byte_for_byte() {
+        let input = r#"{"parts":[{"functionCall":{"name":" find_tools ","id":" a "}}]}"#;
+        let calls = parse(input).unwrap_or_default();
+        assert_eq!(calls, vec![call(" a ", " find_tools ", "{}")]);
+        assert_eq!(
+            Value::Array(GenerateContent.render_results(&[answer(&calls[0], "ok")])),
+            json!([{"role": "user", "parts": [
+                {"functionResponse": {"name": " find_tools ", "id": " a ", "response": {"output": "ok"}}},
+            ]}])
         );
     }
 
@@ -501,19 +505,19 @@ mod tests {
         let cases = [
             (
                 r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"x","arguments":"{}"}}]}"#,
-                "gemini: parts is missing; this looks like an OpenAI Chat Completions reply, send it with provider openai",
+                "gemini: this is an OpenAI Chat Completions reply (tool_calls, function_call or choices); send it with provider openai",
             ),
             (
                 r#"{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"x","input":{}}]}"#,
-                "gemini: parts is missing; this looks like an Anthropic Messages reply, send it with provider anthropic",
+                "gemini: this is an Anthropic Messages reply (tool_use blocks); send it with provider anthropic",
             ),
             (
                 r#"{"object":"response","output":[{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]}"#,
-                "gemini: parts is missing; this looks like an OpenAI Responses reply, send it with provider openai-responses",
+                "gemini: this is an OpenAI Responses reply (function_call items in output); send it with provider openai-responses",
             ),
             (
                 r#"[{"type":"function_call","call_id":"c","name":"x","arguments":"{}"}]"#,
-                "gemini: the reply must be an object (a generateContent response or a Content), got an array; this looks like a Responses API output array, send it with provider openai-responses",
+                "gemini: this is an OpenAI Responses reply (function_call items in output); send it with provider openai-responses",
             ),
         ];
         for (input, message) in cases {
@@ -553,13 +557,7 @@ mod tests {
             "https://example.com/chart.gif".to_owned(),
         ];
         let results = [
-            result(
-                "gemini-call-1",
-                "power_disco_ball",
-                "[power_disco_ball] on",
-                false,
-                &[],
-            ),
+            unsent_result("power_disco_ball", "[power_disco_ball] on", false, &[]),
             result(
                 "fc-8a1b",
                 "get_weather",
@@ -567,8 +565,7 @@ mod tests {
                 true,
                 &[],
             ),
-            result(
-                "gemini-call-3",
+            unsent_result(
                 "screenshot",
                 "[screenshot] 1 image(s) loaded",
                 false,
@@ -604,10 +601,7 @@ mod tests {
     #[test]
     fn rendered_results_answer_the_parsed_calls_in_order() {
         let calls = parse(PARALLEL).unwrap_or_default();
-        let results: Vec<WireResult<'_>> = calls
-            .iter()
-            .map(|c| result(&c.id, &c.name, "ok", false, &[]))
-            .collect();
+        let results: Vec<WireResult<'_>> = calls.iter().map(|c| answer(c, "ok")).collect();
         assert_eq!(
             Value::Array(GenerateContent.render_results(&results)),
             json!([{"role": "user", "parts": [

@@ -88,24 +88,82 @@ impl fmt::Display for Provider {
     }
 }
 
-/// One tool call as the model sent it: trimmed later by the engine, so keep values as sent.
+/// One tool call as the model sent it. Every field is kept byte for byte: the engine cleans
+/// the name up to find the tool, but answers with the id (and, where a format wants it, the
+/// name) exactly as sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawCall {
-    /// The provider's call id, which the result must echo.
+    /// The call's id: the provider's own, which the result must echo, or one the parser made
+    /// up when the provider sent none (see `id_origin`).
     pub id: String,
+    /// Whether the provider sent `id`. A made-up id names the call in events and reports
+    /// only; its result goes back without an id. Being a type and not a reserved string, no
+    /// id a model sends can be mistaken for a made-up one.
+    pub id_origin: IdOrigin,
     /// The tool name as the model wrote it.
     pub name: String,
     /// The arguments as JSON text, possibly invalid: the engine reports that to the model.
     pub arguments: String,
 }
 
+impl RawCall {
+    /// A call whose id the provider sent.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        RawCall {
+            id: id.into(),
+            id_origin: IdOrigin::Sent,
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// A call the provider sent without an id, named `id` by the parser.
+    fn made_up(id: String, name: String, arguments: String) -> Self {
+        RawCall {
+            id,
+            id_origin: IdOrigin::MadeUp,
+            name,
+            arguments,
+        }
+    }
+
+    /// The id a result must carry: `None` when the provider sent none.
+    pub fn sent_id(&self) -> Option<&str> {
+        (self.id_origin == IdOrigin::Sent).then_some(self.id.as_str())
+    }
+}
+
+/// Where a call's id came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdOrigin {
+    /// The provider sent it; results answer it byte for byte.
+    #[default]
+    Sent,
+    /// The provider sent none (OpenAI's legacy `function_call`, a Gemini call without `id`,
+    /// claude-code text); the parser made one up, distinct from every id the reply sent.
+    MadeUp,
+}
+
+impl IdOrigin {
+    /// For `skip_serializing_if`: reports mention the origin only when the id was made up.
+    pub fn is_sent(&self) -> bool {
+        *self == IdOrigin::Sent
+    }
+}
+
 /// One committed result to render.
 #[derive(Clone, Copy, Debug)]
 pub struct WireResult<'a> {
-    /// The id of the call this result answers.
-    pub tool_call_id: &'a str,
-    /// The tool name as the model called it (`run_tool` for a wrapped call), for formats that
-    /// match results to calls by name.
+    /// The id of the call this result answers, as the provider sent it; `None` when it sent
+    /// none, and the result is matched to its call by name and order.
+    pub tool_call_id: Option<&'a str>,
+    /// The tool name exactly as the model wrote it (`run_tool` for a wrapped call), for
+    /// formats that match results to calls by name.
     pub name: &'a str,
     /// The result text the model reads.
     pub content: &'a str,
@@ -205,6 +263,11 @@ fn sent_by(reply: &Value) -> Option<Provider> {
 
 /// The error for a reply of `other`'s format sent as `own`'s.
 fn wrong_provider(own: Provider, other: Provider) -> WireError {
+    reply_error(own, this_is(other))
+}
+
+/// "this is <other's format>; send it with provider <other>".
+fn this_is(other: Provider) -> String {
     let what = match other {
         Provider::OpenAi => {
             "an OpenAI Chat Completions reply (tool_calls, function_call or choices)"
@@ -214,10 +277,7 @@ fn wrong_provider(own: Provider, other: Provider) -> WireError {
         Provider::Gemini => "a Gemini reply (candidates or parts)",
         Provider::ClaudeCode => "claude-code text",
     };
-    reply_error(
-        own,
-        format!("this is {what}; send it with provider {other}"),
-    )
+    format!("this is {what}; send it with provider {other}")
 }
 
 /// `Err(wrong_provider)` when `reply` is another provider's.
@@ -249,25 +309,54 @@ fn parse_json(input: &str) -> Result<Value, WireError> {
 /// Names a JSON value's type for "got …" in error messages.
 use crate::registry::kind_of as kind;
 
-/// Drops the locations after checking ids are distinct: results are matched to calls by id, so
-/// a repeated id would make two results indistinguishable to the provider.
+/// Drops the locations after checking the ids the provider sent are distinct (results are
+/// matched to calls by id, so a repeated id would make two results indistinguishable to the
+/// provider), then names the calls it sent without one ([`name_unsent`]).
 fn distinct_ids(
     provider: Provider,
     located: Vec<(String, RawCall)>,
 ) -> Result<Vec<RawCall>, WireError> {
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for (at, call) in &located {
-        if let Some(first) = seen.insert(&call.id, at) {
+        let Some(id) = call.sent_id() else { continue };
+        if let Some(first) = seen.insert(id, at) {
             return Err(reply_error(
                 provider,
-                format!(
-                    "{at} has id {:?}, already used by {first}; every call needs its own id",
-                    call.id
-                ),
+                format!("{at} has id {id:?}, already used by {first}; every call needs its own id"),
             ));
         }
     }
-    Ok(located.into_iter().map(|(_, call)| call).collect())
+    let mut calls: Vec<RawCall> = located.into_iter().map(|(_, call)| call).collect();
+    name_unsent(&mut calls);
+    Ok(calls)
+}
+
+/// Gives each call sent without an id the id `call_<n>` (n its 1-based place in the reply),
+/// or `call_<n>_<k>` when the reply sent that id itself: events, reports and the engine's
+/// bookkeeping need every call of a round to have an id of its own.
+fn name_unsent(calls: &mut [RawCall]) {
+    if calls.iter().all(|c| c.id_origin == IdOrigin::Sent) {
+        return;
+    }
+    let mut taken: std::collections::HashSet<String> = calls
+        .iter()
+        .filter_map(|c| c.sent_id())
+        .map(str::to_owned)
+        .collect();
+    for (i, call) in calls.iter_mut().enumerate() {
+        if call.id_origin == IdOrigin::Sent {
+            continue;
+        }
+        let base = format!("call_{}", i + 1);
+        let mut id = base.clone();
+        let mut k = 2;
+        while taken.contains(&id) {
+            id = format!("{base}_{k}");
+            k += 1;
+        }
+        taken.insert(id.clone());
+        call.id = id;
+    }
 }
 
 /// What every format's tests build replies and expectations from.
@@ -283,7 +372,7 @@ pub(crate) mod test_calls {
         images: &'a [String],
     ) -> WireResult<'a> {
         WireResult {
-            tool_call_id: id,
+            tool_call_id: Some(id),
             name,
             content,
             is_error,
@@ -291,12 +380,41 @@ pub(crate) mod test_calls {
         }
     }
 
-    pub fn call(id: &str, name: &str, arguments: &str) -> RawCall {
-        RawCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
+    /// The result of a call the provider sent without an id.
+    pub fn unsent_result<'a>(
+        name: &'a str,
+        content: &'a str,
+        is_error: bool,
+        images: &'a [String],
+    ) -> WireResult<'a> {
+        WireResult {
+            tool_call_id: None,
+            name,
+            content,
+            is_error,
+            images,
         }
+    }
+
+    /// The result a round gives a parsed call: its id as sent (none if made up), its name as
+    /// written.
+    pub fn answer<'a>(call: &'a RawCall, content: &'a str) -> WireResult<'a> {
+        WireResult {
+            tool_call_id: call.sent_id(),
+            name: &call.name,
+            content,
+            is_error: false,
+            images: &[],
+        }
+    }
+
+    pub fn call(id: &str, name: &str, arguments: &str) -> RawCall {
+        RawCall::new(id, name, arguments)
+    }
+
+    /// A call the provider sent without an id, as the parser names it.
+    pub fn unsent(id: &str, name: &str, arguments: &str) -> RawCall {
+        RawCall::made_up(id.to_owned(), name.to_owned(), arguments.to_owned())
     }
 
     pub fn error(message: &str) -> Result<Vec<RawCall>, WireError> {
@@ -440,11 +558,7 @@ mod tests {
 
     #[test]
     fn repeated_call_ids_are_rejected_with_both_positions() {
-        let call = |id: &str| RawCall {
-            id: id.to_owned(),
-            name: "t".to_owned(),
-            arguments: "{}".to_owned(),
-        };
+        let call = |id: &str| RawCall::new(id, "t", "{}");
         let located = vec![
             ("tool_calls[0]".to_owned(), call("a")),
             ("tool_calls[1]".to_owned(), call("b")),

@@ -10,9 +10,6 @@ use super::{
 
 const PROVIDER: Provider = Provider::OpenAi;
 
-/// The id given to the single call of the legacy `function_call` field, which has none.
-const LEGACY_ID: &str = "function_call";
-
 /// The OpenAI Chat Completions wire format.
 pub struct ChatCompletions;
 
@@ -48,12 +45,12 @@ impl WireFormat for ChatCompletions {
         let mut messages: Vec<Value> = results
             .iter()
             .map(|r| {
-                if r.tool_call_id == LEGACY_ID {
-                    // A legacy function_call is answered by a `function` message; the API
-                    // rejects a `tool` message whose id matches no tool_calls entry.
-                    json!({"role": "function", "name": r.name, "content": r.content})
-                } else {
-                    json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content})
+                match r.tool_call_id {
+                    Some(id) => json!({"role": "tool", "tool_call_id": id, "content": r.content}),
+                    // Only the legacy function_call comes without an id: it is answered by a
+                    // `function` message, as the API rejects a `tool` message whose id matches
+                    // no tool_calls entry.
+                    None => json!({"role": "function", "name": r.name, "content": r.content}),
                 }
             })
             .collect();
@@ -174,11 +171,11 @@ fn tool_call(i: usize, call: &Value) -> Result<(String, RawCall), WireError> {
         }
     };
     let at_function = format!("{at}.function");
-    let call = RawCall {
-        id: id.to_owned(),
-        name: required_string(function, "name", &at_function)?.to_owned(),
-        arguments: arguments(function.get("arguments")),
-    };
+    let call = RawCall::new(
+        id,
+        required_string(function, "name", &at_function)?,
+        arguments(function.get("arguments")),
+    );
     Ok((at, call))
 }
 
@@ -189,11 +186,14 @@ fn legacy_call(call: &Value) -> Result<RawCall, WireError> {
             kind(call)
         )));
     };
-    Ok(RawCall {
-        id: LEGACY_ID.to_owned(),
-        name: required_string(call, "name", "function_call")?.to_owned(),
-        arguments: arguments(call.get("arguments")),
-    })
+    // The legacy field carries one call and no id.
+    let mut calls = vec![RawCall::made_up(
+        String::new(),
+        required_string(call, "name", "function_call")?.to_owned(),
+        arguments(call.get("arguments")),
+    )];
+    super::name_unsent(&mut calls);
+    Ok(calls.remove(0))
 }
 
 fn required_string<'v>(
@@ -241,7 +241,7 @@ fn reject_anthropic_blocks(message: &Map<String, Value>) -> Result<(), WireError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::test_calls::{call, error, result};
+    use crate::wire::test_calls::{answer, call, error, result, unsent, unsent_result};
     use pretty_assertions::assert_eq;
 
     fn parse(input: &str) -> Result<Vec<RawCall>, WireError> {
@@ -389,12 +389,12 @@ mod tests {
     }
 
     #[test]
-    fn parses_the_legacy_function_call_with_a_fixed_id() {
+    fn parses_the_legacy_function_call_as_a_call_without_id() {
         let input = r#"{"role":"assistant","content":null,"function_call":{"name":"get_current_weather","arguments":"{\n\"location\": \"Boston, MA\"\n}"}}"#;
         assert_eq!(
             parse(input),
-            Ok(vec![call(
-                "function_call",
+            Ok(vec![unsent(
+                "call_1",
                 "get_current_weather",
                 "{\n\"location\": \"Boston, MA\"\n}"
             )])
@@ -612,10 +612,37 @@ mod tests {
 
     #[test]
     fn answers_the_legacy_function_call_with_a_function_message() {
-        let results = [result("function_call", "get_weather", "sunny", false, &[])];
+        let results = [unsent_result("get_weather", "sunny", false, &[])];
         assert_eq!(
             Value::Array(ChatCompletions.render_results(&results)),
             json!([{"role": "function", "name": "get_weather", "content": "sunny"}])
+        );
+    }
+
+    #[test]
+    fn an_id_spelled_like_the_legacy_field_is_an_ordinary_id() {
+        let input = r#"{"tool_calls":[{"id":"function_call","type":"function","function":{"name":"x","arguments":"{}"}}]}"#;
+        let calls = parse(input).unwrap_or_default();
+        assert_eq!(
+            Value::Array(ChatCompletions.render_results(&[answer(&calls[0], "ok")])),
+            json!([{"role": "tool", "tool_call_id": "function_call", "content": "ok"}])
+        );
+    }
+
+    #[test]
+    fn ids_with_spaces_are_distinct_and_answered_as_sent() {
+        let input = r#"{"tool_calls":[
+            {"id":" a ","type":"function","function":{"name":" x ","arguments":"{}"}},
+            {"id":"a","type":"function","function":{"name":"x","arguments":"{}"}}]}"#;
+        let calls = parse(input).unwrap_or_default();
+        assert_eq!(
+            Value::Array(
+                ChatCompletions.render_results(&[answer(&calls[0], "1"), answer(&calls[1], "2"),])
+            ),
+            json!([
+                {"role": "tool", "tool_call_id": " a ", "content": "1"},
+                {"role": "tool", "tool_call_id": "a", "content": "2"},
+            ])
         );
     }
 

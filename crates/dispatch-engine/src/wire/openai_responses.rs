@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    reply_error,
+    refuse_other_provider, reply_error, sent_by, this_is,
 };
 
 const PROVIDER: Provider = Provider::OpenAiResponses;
@@ -16,6 +16,7 @@ pub struct Responses;
 impl WireFormat for Responses {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_other_provider(PROVIDER, &reply)?;
         let items = output_items(&reply)?;
         let mut located = Vec::new();
         for (i, item) in items.iter().enumerate() {
@@ -51,7 +52,8 @@ impl WireFormat for Responses {
             .map(|r| {
                 json!({
                     "type": "function_call_output",
-                    "call_id": r.tool_call_id,
+                    // Every Responses call has a call_id; see anthropic.rs on `None`.
+                    "call_id": r.tool_call_id.unwrap_or_default(),
                     "output": output(r),
                 })
             })
@@ -98,32 +100,21 @@ fn output_items(reply: &Value) -> Result<&Vec<Value>, WireError> {
             "output must be an array of items, got {}",
             kind(other)
         ))),
-        None => Err(fail(format!("output is missing{}", other_format(message)))),
-    }
-}
-
-/// Names the provider a reply without `output` was probably meant for.
-fn other_format(message: &Map<String, Value>) -> &'static str {
-    if message.contains_key("tool_calls") || message.contains_key("choices") {
-        "; this looks like an OpenAI Chat Completions reply, send it with provider openai"
-    } else if message.contains_key("candidates") || message.contains_key("parts") {
-        "; this looks like a Gemini reply, send it with provider gemini"
-    } else if message.contains_key("content") {
-        "; this looks like an Anthropic Messages reply, send it with provider anthropic"
-    } else {
-        "; expected a Responses API response or its output array"
+        // Another provider's reply was refused before this (`refuse_other_provider`).
+        None => Err(fail(
+            "output is missing; expected a Responses API response or its output array",
+        )),
     }
 }
 
 /// An output item without `type`: usually a message of another provider inside an array.
 fn untyped_item(i: usize, item: &Map<String, Value>) -> WireError {
-    let hint = other_format(item);
-    let hint = if hint.starts_with("; expected") {
-        "; every output item needs a type"
-    } else {
-        hint
-    };
-    fail(format!("output[{i}] has no type{hint}"))
+    match sent_by(&Value::Object(item.clone())) {
+        Some(other) => fail(format!("output[{i}] has no type; {}", this_is(other))),
+        None => fail(format!(
+            "output[{i}] has no type; every output item needs a type"
+        )),
+    }
 }
 
 fn function_call(i: usize, item: &Map<String, Value>) -> Result<(String, RawCall), WireError> {
@@ -142,11 +133,7 @@ fn function_call(i: usize, item: &Map<String, Value>) -> Result<(String, RawCall
         // Compatible servers sometimes send the object itself.
         Some(other) => other.to_string(),
     };
-    let call = RawCall {
-        id: id.to_owned(),
-        name: name.to_owned(),
-        arguments,
-    };
+    let call = RawCall::new(id, name, arguments);
     Ok((at, call))
 }
 
@@ -335,23 +322,23 @@ mod tests {
         let cases = [
             (
                 r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"x","arguments":"{}"}}]}"#,
-                "openai-responses: output is missing; this looks like an OpenAI Chat Completions reply, send it with provider openai",
+                "openai-responses: this is an OpenAI Chat Completions reply (tool_calls, function_call or choices); send it with provider openai",
             ),
             (
                 r#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}"#,
-                "openai-responses: output is missing; this looks like an OpenAI Chat Completions reply, send it with provider openai",
+                "openai-responses: this is an OpenAI Chat Completions reply (tool_calls, function_call or choices); send it with provider openai",
             ),
             (
                 r#"{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"x","input":{}}]}"#,
-                "openai-responses: output is missing; this looks like an Anthropic Messages reply, send it with provider anthropic",
+                "openai-responses: this is an Anthropic Messages reply (tool_use blocks); send it with provider anthropic",
             ),
             (
                 r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"x","args":{}}}]}}]}"#,
-                "openai-responses: output is missing; this looks like a Gemini reply, send it with provider gemini",
+                "openai-responses: this is a Gemini reply (candidates or parts); send it with provider gemini",
             ),
             (
                 r#"[{"role":"assistant","tool_calls":[]}]"#,
-                "openai-responses: output[0] has no type; this looks like an OpenAI Chat Completions reply, send it with provider openai",
+                "openai-responses: output[0] has no type; this is an OpenAI Chat Completions reply (tool_calls, function_call or choices); send it with provider openai",
             ),
         ];
         for (input, message) in cases {

@@ -17,3 +17,4 @@ mod session_hold_tests;
 mod smoke;
 pub mod support;
 mod tiered_store_tests;
+mod wire_ids_tests;

@@ -174,7 +174,7 @@ fn read(id: &str, path: &str) -> RawCall {
 // §1.2 slot creation and the dedupe key (items 1–4)
 
 #[tokio::test]
-async fn call_name_id_and_arguments_are_trimmed_and_name_cut_at_special_token() {
+async fn call_name_and_arguments_are_trimmed_name_cut_at_special_token_and_id_kept_as_sent() {
     let (tool, calls) = counted(spec("echo"), Behaviour::Echo);
     let fx = fixture().tool(tool).build();
     fx.mark_all("s").await;
@@ -198,7 +198,8 @@ async fn call_name_id_and_arguments_are_trimmed_and_name_cut_at_special_token() 
         .iter()
         .map(|r| (r.tool_call_id.as_str(), r.name.as_str()))
         .collect();
-    assert_eq!(ids, vec![("c1", "echo"), ("c2", "echo")]);
+    // The id goes back to the provider exactly as it came.
+    assert_eq!(ids, vec![("  c1 \n", "echo"), ("\tc2 ", "echo")]);
     assert_eq!(
         results(&out),
         vec![
@@ -208,7 +209,7 @@ async fn call_name_id_and_arguments_are_trimmed_and_name_cut_at_special_token() 
     );
     let call_event = events_json(&out.events)
         .into_iter()
-        .find(|e| e["type"] == "ToolCall" && e["tool_id"] == "c1")
+        .find(|e| e["type"] == "ToolCall" && e["tool_id"] == "  c1 \n")
         .expect("a ToolCall event for c1");
     assert_eq!(call_event["tool_name"], "echo");
     assert_eq!(call_event["tool_args"], r#"{"x": 1}"#);

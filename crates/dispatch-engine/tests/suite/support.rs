@@ -387,11 +387,7 @@ impl FixtureBuilder {
 
 /// A call: (id, name, arguments JSON text).
 pub fn call(id: &str, name: &str, args: &str) -> RawCall {
-    RawCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.into(),
-    }
+    RawCall::new(id, name, args)
 }
 
 /// `run_tool(name, args)` as a call.

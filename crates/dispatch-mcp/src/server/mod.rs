@@ -242,11 +242,11 @@ impl McpServer {
     ) -> Result<CallToolResult, McpError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let run = format!("mcp-call-{:x}-{n}", self.started_ms);
-        let call = RawCall {
-            id: format!("call-{n}"),
-            name: request.name.to_string(),
-            arguments: Value::Object(request.arguments.unwrap_or_default()).to_string(),
-        };
+        let call = RawCall::new(
+            format!("call-{n}"),
+            request.name.to_string(),
+            Value::Object(request.arguments.unwrap_or_default()).to_string(),
+        );
         let progress = context
             .meta
             .get_progress_token()

@@ -77,11 +77,11 @@ impl Harness {
 
     async fn round(&self, name: &str, args: Value) -> (SlotResult, RoundOutcome) {
         let n = self.rounds.fetch_add(1, Ordering::Relaxed);
-        let call = RawCall {
-            id: format!("call-{n}"),
-            name: "run_tool".into(),
-            arguments: json!({"name": name, "args": args}).to_string(),
-        };
+        let call = RawCall::new(
+            format!("call-{n}"),
+            "run_tool",
+            json!({"name": name, "args": args}).to_string(),
+        );
         let request = RoundRequest::new("s", format!("run-{n}"), Provider::OpenAi, vec![call]);
         let outcome = self.engine.round(request).await.unwrap();
         (outcome.results[0].clone(), outcome)
@@ -855,11 +855,11 @@ async fn timed_out_and_cancelled_calls_are_cancelled_on_the_server() {
     // The round is cancelled once the call is running on the server (its first progress).
     h.round("find_tools", json!({"query": "select:mcp__odd__slow"}))
         .await;
-    let call = RawCall {
-        id: "cancelled".into(),
-        name: "run_tool".into(),
-        arguments: json!({"name": "mcp__odd__slow", "args": {"seconds": 2.4}}).to_string(),
-    };
+    let call = RawCall::new(
+        "cancelled",
+        "run_tool",
+        json!({"name": "mcp__odd__slow", "args": {"seconds": 2.4}}).to_string(),
+    );
     let mut request = RoundRequest::new("s", "cancelled-run", Provider::OpenAi, vec![call]);
     request.live = Some(Arc::new(CancelOnProgress(request.cancel.clone())));
     assert!(

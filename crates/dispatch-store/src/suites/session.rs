@@ -105,6 +105,7 @@ pub(crate) fn task(session: &str, run: &str, hash: &str, created_at_ms: u64) -> 
         session: session.to_string(),
         run: run.to_string(),
         tool_call_id: format!("call-{hash}"),
+        id_made_up: false,
         tool: "ask_user".to_string(),
         args: json!({"questions": [{"question": "Proceed?"}]}),
         questions: json!([{"question": "Proceed?"}]),

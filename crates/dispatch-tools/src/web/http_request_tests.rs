@@ -588,11 +588,7 @@ async fn an_escaped_secret_reference_is_not_sent_without_asking() {
         .round(
             "s",
             "r1",
-            vec![dispatch_engine::RawCall {
-                id: "c1".into(),
-                name: "run_tool".into(),
-                arguments: raw,
-            }],
+            vec![dispatch_engine::RawCall::new("c1", "run_tool", raw)],
         )
         .await;
     let (status, content) = (out.results[0].status, &out.results[0].content);

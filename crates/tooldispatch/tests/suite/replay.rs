@@ -106,3 +106,38 @@ fn replay_names_the_line_of_a_bad_reply_and_exits_2() {
         )
     );
 }
+
+#[test]
+fn a_memory_store_spills_into_a_temp_dir_that_is_gone_after_exit() {
+    let td = Td::new();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        td.workdir().join("big.txt"),
+        "a line of text\n".repeat(10_000),
+    )
+    .unwrap();
+    let text = format!(
+        "{}\n{}\n",
+        select("c1", "read_files"),
+        openai(&[("c2", "read_files", json!({"files": [{"path": "big.txt"}]}))])
+    );
+    let file = td.file("replay.jsonl", &text);
+    let output = td
+        .bare()
+        .arg("replay")
+        .arg(&file)
+        .arg("--workdir")
+        .arg(td.workdir())
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let lines = stdout_lines(&output);
+    let content = lines[1][0]["content"].as_str().unwrap();
+    // The whole text went to a file in the temp dir, not in the real data dir…
+    let tmp_path = tmp.path().display().to_string();
+    assert!(content.contains(&tmp_path), "{content}");
+    assert!(!td.data_dir().join("tooldispatch/sessions").exists());
+    // …and that dir is removed when the command ends.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
