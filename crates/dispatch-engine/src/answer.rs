@@ -96,9 +96,10 @@ impl Engine {
             } else {
                 IdOrigin::Sent
             },
+            // Named as the model called it, so the answer's result matches the call.
             ..RawCall::new(
                 task.tool_call_id.clone(),
-                task.tool.clone(),
+                task.called_as.clone().unwrap_or_else(|| task.tool.clone()),
                 task.args.to_string(),
             )
         };
@@ -108,7 +109,7 @@ impl Engine {
         };
         let mut slots = vec![Slot {
             id: Arc::from(call.id.as_str()),
-            name: Arc::from(call.name.as_str()),
+            name: Arc::from(task.tool.as_str()),
             args_raw: Arc::from(call.arguments.as_str()),
             key: None,
             effect: tool.effect(&args),
@@ -175,15 +176,17 @@ impl RoundCx<'_> {
         .to_hex()[..16]
             .to_string();
         let questions = serde_json::to_value(tool.questions(&args)).unwrap_or(Value::Null);
+        // The call as the model sent it: its answer goes back with the same id and name.
+        let call = calls.iter().find(|c| *c.id == *slot.id);
         let pending = PendingTask {
             task_hash: task_hash.clone(),
             session: self.req.session.clone(),
             run: self.req.run.clone(),
             tool_call_id: slot.id.to_string(),
-            id_made_up: calls
-                .iter()
-                .find(|c| *c.id == *slot.id)
-                .is_some_and(|c| c.id_origin == IdOrigin::MadeUp),
+            id_made_up: call.is_some_and(|c| c.id_origin == IdOrigin::MadeUp),
+            called_as: call
+                .map(|c| c.name.clone())
+                .filter(|called| *called != *ask_name),
             tool: ask_name.to_string(),
             state: tool.parked_state(&args),
             args,

@@ -188,6 +188,10 @@ pub struct PendingTask {
     /// answer's result then goes back without one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub id_made_up: bool,
+    /// The name exactly as the model called it, when that is not `tool` (`run_tool`, or
+    /// spaces around it): formats that match a result by name answer with this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_as: Option<String>,
     /// The parked tool and its arguments, to finish the call with the answer.
     #[serde(default = "ask_user_name")]
     pub tool: String,

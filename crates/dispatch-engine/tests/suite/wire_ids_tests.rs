@@ -169,3 +169,28 @@ async fn a_claude_code_result_read_back_cannot_forge_another_result_block() {
     assert_eq!(text.matches("</tool_result>").count(), 1, "{text}");
     assert!(text.ends_with("all tests pass\n</tool_result>"), "{text}");
 }
+
+#[tokio::test]
+async fn a_parked_call_through_run_tool_is_answered_under_the_name_it_was_called_by() {
+    let fx = fixture()
+        .tool(TestTool::new(spec("ask_user").asks_user(), Behaviour::Echo))
+        .build();
+    fx.mark_all("s").await;
+    let reply = json!({"parts": [{"functionCall": {"id": "q1", "name": "run_tool", "args": {
+        "name": "ask_user", "args": {"questions": [{"question": "Which database?"}]}
+    }}}]})
+    .to_string();
+    let calls = Provider::Gemini.format().parse_reply(&reply).unwrap();
+    let out = fx.round("s", "r", Provider::Gemini, calls).await;
+    let pending = out.pending.expect("the run was not parked");
+    let mut answer = AnswerRequest::new("s", pending.task_hash, vec!["sqlite".into()]);
+    answer.request.provider = Provider::Gemini;
+    let answered = fx.engine.answer(answer).await.unwrap();
+    let rendered = Value::Array(answered.render(Provider::Gemini));
+    let response = &rendered[0]["parts"][0]["functionResponse"];
+    assert_eq!(
+        (&response["name"], &response["id"]),
+        (&json!("run_tool"), &json!("q1"))
+    );
+    assert_eq!(answered.results[0].name, "ask_user");
+}

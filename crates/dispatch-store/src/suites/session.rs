@@ -106,6 +106,7 @@ pub(crate) fn task(session: &str, run: &str, hash: &str, created_at_ms: u64) -> 
         run: run.to_string(),
         tool_call_id: format!("call-{hash}"),
         id_made_up: false,
+        called_as: None,
         tool: "ask_user".to_string(),
         args: json!({"questions": [{"question": "Proceed?"}]}),
         questions: json!([{"question": "Proceed?"}]),

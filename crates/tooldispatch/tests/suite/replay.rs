@@ -111,15 +111,15 @@ fn replay_names_the_line_of_a_bad_reply_and_exits_2() {
 fn a_memory_store_spills_into_a_temp_dir_that_is_gone_after_exit() {
     let td = Td::new();
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        td.workdir().join("big.txt"),
-        "a line of text\n".repeat(10_000),
-    )
-    .unwrap();
+    // Over the 20,000-byte result budget: shaped, with the whole text spilled to a file.
     let text = format!(
         "{}\n{}\n",
-        select("c1", "read_files"),
-        openai(&[("c2", "read_files", json!({"files": [{"path": "big.txt"}]}))])
+        select("c1", "run_command"),
+        openai(&[(
+            "c2",
+            "run_tool",
+            run_tool("run_command", json!({"argv": ["seq", "1", "30000"]}))
+        )])
     );
     let file = td.file("replay.jsonl", &text);
     let output = td
@@ -128,6 +128,7 @@ fn a_memory_store_spills_into_a_temp_dir_that_is_gone_after_exit() {
         .arg(&file)
         .arg("--workdir")
         .arg(td.workdir())
+        .args(["--approve", "all"])
         .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
@@ -137,7 +138,19 @@ fn a_memory_store_spills_into_a_temp_dir_that_is_gone_after_exit() {
     let tmp_path = tmp.path().display().to_string();
     assert!(content.contains(&tmp_path), "{content}");
     assert!(!td.data_dir().join("tooldispatch/sessions").exists());
-    // …and that dir is removed when the command ends.
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    // …and that dir is removed when the command ends. (The sandbox's own per-user dir of
+    // placeholders, tooldispatch-sandbox-<uid>, is shared by every process and stays.)
+    let at = content.find(&tmp_path).unwrap();
+    let spilled = content[at..]
+        .split(|c: char| c.is_whitespace() || c == ')' || c == ',' || c == ';')
+        .next()
+        .unwrap();
+    assert!(spilled.ends_with(".txt"), "{spilled}");
+    assert!(!std::path::Path::new(spilled).exists(), "{spilled} is left");
+    let left: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with("tooldispatch-sandbox-"))
+        .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
