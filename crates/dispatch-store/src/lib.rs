@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod agents;
 pub mod cache;
 pub mod chat;
 pub mod clock;
@@ -34,6 +35,7 @@ pub mod tiered;
 #[cfg(test)]
 mod suites;
 
+pub use agents::{AgentStore, ConversationEntry, LegRecord, LegStatus};
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
 pub use chat::{ChatHistory, ChatHit, RunSummary};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -358,12 +360,26 @@ pub trait SessionStore: Send + Sync {
 /// Everything a backend keeps: sessions and runs (and their chat history), the result cache,
 /// the error memory, secrets, file history.
 pub trait Store:
-    SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory + ChatHistory
+    SessionStore
+    + ResultCache
+    + ErrorMemory
+    + Secrets
+    + Maintenance
+    + FileHistory
+    + ChatHistory
+    + AgentStore
 {
 }
 
 impl<T> Store for T where
-    T: SessionStore + ResultCache + ErrorMemory + Secrets + Maintenance + FileHistory + ChatHistory
+    T: SessionStore
+        + ResultCache
+        + ErrorMemory
+        + Secrets
+        + Maintenance
+        + FileHistory
+        + ChatHistory
+        + AgentStore
 {
 }
 

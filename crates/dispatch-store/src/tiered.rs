@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::agents::{AgentStore, ConversationEntry, LegRecord};
 use crate::near_cache::NearCache;
 use crate::redis::RedisStore;
 use crate::sqlite::SqliteStore;
@@ -427,6 +428,35 @@ impl ChatHistory for TieredStore {
 
     async fn chat_read(&self, session: &str, run: &str, limit: usize) -> StoreResult<Vec<ChatHit>> {
         tiered!(self, |s| s.chat_read(session, run, limit).await)
+    }
+}
+
+#[async_trait]
+impl AgentStore for TieredStore {
+    async fn conversation(&self, session: &str) -> StoreResult<Vec<ConversationEntry>> {
+        tiered!(self, |s| s.conversation(session).await)
+    }
+
+    async fn append_conversation(
+        &self,
+        session: &str,
+        entries: Vec<ConversationEntry>,
+    ) -> StoreResult<()> {
+        tiered!(self, |s| s
+            .append_conversation(session, entries.clone())
+            .await)
+    }
+
+    async fn clear_conversation(&self, session: &str) -> StoreResult<()> {
+        tiered!(self, |s| s.clear_conversation(session).await)
+    }
+
+    async fn put_leg(&self, leg: &LegRecord) -> StoreResult<()> {
+        tiered!(self, |s| s.put_leg(leg).await)
+    }
+
+    async fn legs(&self, parent: &str) -> StoreResult<Vec<LegRecord>> {
+        tiered!(self, |s| s.legs(parent).await)
     }
 }
 

@@ -21,6 +21,7 @@ pub struct MemoryStore {
     errors: Mutex<errors::ErrorState>,
     secrets: Mutex<secrets::SecretState>,
     files: Mutex<Vec<crate::file_history::FileVersion>>,
+    agents: Mutex<agents::AgentState>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
     /// Cache hits and misses since this store was made (for `stats`).
@@ -42,6 +43,7 @@ impl MemoryStore {
             errors: Mutex::default(),
             secrets: Mutex::default(),
             files: Mutex::default(),
+            agents: Mutex::default(),
             clock,
             cache_counters: Default::default(),
         }
@@ -100,6 +102,7 @@ impl SessionState {
     }
 }
 
+mod agents;
 mod cache;
 mod errors;
 mod files;

@@ -29,6 +29,8 @@
 //! | `errors:ids`                    | zset    | record ids, all scored 0, for prefix lookup with `ZRANGEBYLEX` |
 //! | `errors:tool:{tool}`            | set     | ids of the records of that tool |
 //! | `errors:gram:{abc}`             | set     | ids of the records whose lower-cased text contains those three characters |
+//! | `conversation:{sid}`            | list    | `ConversationEntry` JSON (the agent loop's messages), in order |
+//! | `legs:{sid}`                    | hash    | leg id → `LegRecord` JSON (background legs the session started) |
 //! | `secrets`                       | hash    | secret name → hex of the 24-byte nonce followed by the ciphertext |
 //! | `secrets:generation`            | string  | a random number replaced in the same MULTI/EXEC as every change to `secrets` |
 //!
@@ -72,6 +74,7 @@ use tokio::sync::OnceCell;
 use crate::clock::{Clock, SystemClock};
 use crate::{StoreError, StoreResult};
 
+mod agents;
 mod cache;
 mod chat;
 mod errors;
@@ -213,6 +216,12 @@ impl Keys {
     }
     fn dedupe_order(&self, sid: &str, run: &str) -> String {
         self.key("dedupe-order", &[sid, run])
+    }
+    fn conversation(&self, sid: &str) -> String {
+        self.key("conversation", &[sid])
+    }
+    fn legs(&self, sid: &str) -> String {
+        self.key("legs", &[sid])
     }
     fn transcript(&self, sid: &str) -> String {
         self.key("transcript", &[sid])

@@ -27,6 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
+mod agents;
 mod cache;
 mod chat;
 mod errors;

@@ -311,6 +311,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs_by_id RENAME TO runs;
     ALTER TABLE touched_by_run RENAME TO dedupe_touched;
     "#,
+    // 11: the agent loop (agents.rs): each session's conversation with its model, and the
+    // background legs each session started. No foreign key to `sessions`: a conversation
+    // starts before the session's first round is committed.
+    r#"
+    CREATE TABLE conversation (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        session TEXT NOT NULL,
+        entry   TEXT NOT NULL           -- JSON ConversationEntry
+    ) STRICT;
+    CREATE INDEX conversation_by_session ON conversation (session, seq);
+
+    CREATE TABLE legs (
+        parent TEXT NOT NULL,
+        id     TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        record TEXT NOT NULL,           -- JSON LegRecord
+        PRIMARY KEY (parent, id)
+    ) STRICT, WITHOUT ROWID;
+    "#,
 ];
 
 /// Set up the writer's connection.
