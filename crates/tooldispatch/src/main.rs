@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod mcp_cmd;
 mod mcp_list;
+mod secret_cmd;
 mod serve;
 mod setup;
 mod store_cmd;
@@ -62,6 +63,9 @@ enum Command {
     /// Serve tooldispatch's tools to an MCP client on stdin/stdout (Claude Desktop, Claude
     /// Code, Codex, …); `mcp list`: the configured MCP servers and how each one fared.
     Mcp(mcp_cmd::McpArgs),
+    /// Secrets configs and tools refer to as {{secret:NAME}}: `set NAME` (value on stdin or
+    /// typed hidden), `list` (names only), `remove NAME`.
+    Secret(secret_cmd::SecretArgs),
     /// Show the OS sandbox commands run in on this machine: mechanism, levels, limits, hidden
     /// paths (or why there is none).
     Sandbox(SandboxArgs),
@@ -289,6 +293,7 @@ fn main() -> ExitCode {
             Command::Trust(args) => trust::run(args),
             Command::Mcp(args) => mcp_cmd::run(args).await,
             Command::Sandbox(args) => commands::sandbox(args),
+            Command::Secret(args) => secret_cmd::run(args).await,
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))
                 .await

@@ -104,6 +104,18 @@ fn read_line(tty: &File) -> Option<String> {
     }
 }
 
+/// Ask on the terminal for a value typed with echo off (`tooldispatch secret set`).
+pub fn prompt_hidden(prompt: &str) -> Result<String, String> {
+    let mut tty = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|e| format!("cannot open the terminal to ask for the value (/dev/tty: {e}); pipe the value in on stdin instead"))?;
+    tty.write_all(prompt.as_bytes())
+        .map_err(|e| format!("cannot write to the terminal: {e}"))?;
+    read_hidden(&mut tty).ok_or_else(|| "no value was typed".to_string())
+}
+
 /// One line typed with echo off; echo comes back even when reading fails.
 fn read_hidden(tty: &mut File) -> Option<String> {
     use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};

@@ -11,6 +11,7 @@ mod interactive;
 mod mcp_client;
 mod replay;
 mod sandbox;
+mod secret;
 mod store;
 pub mod support;
 mod web;
