@@ -168,6 +168,50 @@ async fn a_round_returns_results_in_call_order_in_the_providers_format_or_as_a_r
     assert_eq!(body[0]["content"][0]["tool_use_id"], "toolu_1");
 }
 
+/// Issue 20: another provider's reply is a 400 naming the provider to send it with, never a
+/// 200 with no calls; nothing is committed.
+#[tokio::test]
+async fn another_providers_reply_is_a_400_naming_the_provider_to_use() {
+    let d = TestDaemon::new();
+    let gemini = json!({"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "find_tools", "args": {"query": "select:calculate"}}}]}}]});
+    let responses = json!([{"type": "function_call", "call_id": "c", "name": "find_tools",
+        "arguments": "{}"}]);
+    for (provider, reply, says) in [
+        ("openai", &gemini, "send it with provider gemini"),
+        (
+            "openai",
+            &responses,
+            "send it with provider openai-responses",
+        ),
+        (
+            "anthropic",
+            &responses,
+            "send it with provider openai-responses",
+        ),
+        ("claude-code", &gemini, "send it with provider gemini"),
+    ] {
+        let (status, body) = d
+            .post(
+                &format!("/v1/sessions/mix/rounds?provider={provider}"),
+                reply,
+            )
+            .await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::BAD_REQUEST, "bad_reply"),
+            "{provider}"
+        );
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{provider}: {message}");
+    }
+    let (status, body) = d
+        .post("/v1/sessions/mix/rounds?provider=gemini&report=1", &gemini)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["round"], 1, "a refused reply committed a round");
+}
+
 #[tokio::test]
 async fn bad_rounds_get_a_stable_code_and_a_message_to_act_on() {
     let d = TestDaemon::new();

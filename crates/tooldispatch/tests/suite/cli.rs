@@ -917,3 +917,54 @@ fn a_command_naming_the_store_or_its_key_asks_even_when_the_store_is_in_the_work
         );
     }
 }
+
+/// Issue 20: another provider's reply is bad input naming the provider to use (exit 2), never a
+/// reply without calls (exit 0, `[]`, the model's calls lost), and no round is committed.
+#[test]
+fn another_providers_reply_exits_2_naming_the_provider_and_commits_nothing() {
+    let td = Td::new();
+    let responses =
+        r#"[{"type":"function_call","call_id":"c","name":"calculate","arguments":"{}"}]"#;
+    let gemini = r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"calculate","args":{}}}]}}]}"#;
+    let openai_reply = calculate_reply("c1");
+    let anthropic = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calculate","input":{}}]}"#;
+    for (provider, reply, says) in [
+        (
+            "openai",
+            responses,
+            "send it with provider openai-responses",
+        ),
+        ("openai", gemini, "send it with provider gemini"),
+        (
+            "claude-code",
+            openai_reply.as_str(),
+            "send it with provider openai",
+        ),
+        ("claude-code", anthropic, "send it with provider anthropic"),
+        (
+            "claude-code",
+            responses,
+            "send it with provider openai-responses",
+        ),
+        (
+            "claude-code",
+            "{\"role\":\"assistant\",\"content\":\"<tool_call name=",
+            "not valid JSON",
+        ),
+        ("gemini", anthropic, "send it with provider anthropic"),
+        ("openai-responses", gemini, "send it with provider gemini"),
+    ] {
+        let output = td
+            .cmd(&["round", "--session", "s", "--provider", provider])
+            .write_stdin(reply)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{provider}: {stderr}");
+        assert!(stderr.contains(says), "{provider}: {stderr}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{provider}");
+    }
+    // Nothing was committed: the session's first real round is still round 1.
+    let report = td.report("s", "default", &[], &select("c9", "calculate"));
+    assert_eq!(report["round"], 1);
+}
