@@ -599,3 +599,19 @@ async fn an_escaped_secret_reference_is_not_sent_without_asking() {
     );
     assert_eq!(hits.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn a_head_runs_without_asking_like_a_get() {
+    let server = TestServer::start(|_| Reply::new(200, "text/plain", "body")).await;
+    let h = web_harness(&server, Arc::new(Headless)).await;
+    let args = json!({"url": server.url("/h"), "method": "HEAD"});
+    let (status, text) = request(&h, "s", "r1", args).await;
+    assert_eq!(status, Status::Ok, "{text}");
+    assert_eq!(
+        text,
+        "HTTP 200 OK\ncontent-type: text/plain\ncontent-length: 4\n\n(empty body)"
+    );
+    let seen = server.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "HEAD");
+}
