@@ -491,17 +491,85 @@ impl Registry {
             .collect()
     }
 
-    /// Names to suggest for an unknown tool: the top three keyword matches.
+    /// Names to suggest for an unknown tool, at most three: first the names a typo away
+    /// (`calcualte` → `calculate`), closest first, then the top keyword matches.
     pub fn did_you_mean(&self, unknown: &str, exclude: &Exclude) -> Vec<String> {
+        let wanted = unknown.to_lowercase();
+        // A typo is at most one edit per four characters (and at least one): `fetch_pgae` is
+        // fetch_page, `grep` is not `edit`.
+        let allowed = (wanted.chars().count() / 4).clamp(1, 3);
+        let mut near: Vec<(usize, &str)> = self
+            .iter()
+            .map(Registered::name)
+            .filter(|name| !exclude.contains(name))
+            .filter_map(|name| {
+                let d = edit_distance(&wanted, &name.to_lowercase());
+                (d <= allowed).then_some((d, name))
+            })
+            .collect();
+        near.sort_by_key(|(d, _)| *d);
+        let mut out: Vec<String> = near.into_iter().map(|(_, n)| n.to_string()).collect();
         let spaced = unknown.replace(['_', '-'], " ");
         let mut hits = self.search(&spaced, exclude);
         if hits.is_empty() {
             hits = self.search(unknown, exclude);
         }
-        hits.into_iter()
-            .take(3)
-            .map(|t| t.name().to_string())
-            .collect()
+        for hit in hits {
+            if !out.iter().any(|n| n == hit.name()) {
+                out.push(hit.name().to_string());
+            }
+        }
+        out.truncate(3);
+        out
+    }
+}
+
+/// Edits (insert, delete, substitute, swap two neighbours) between `a` and `b`, by character;
+/// names are short, so the table is small.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // Rows i-2, i-1 and i of the table.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut current = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(before[j - 2] + 1);
+            }
+            current[j] = best;
+        }
+        before = std::mem::replace(&mut previous, current);
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod edit_distance_tests {
+    use super::edit_distance;
+
+    #[test]
+    fn counts_insertions_deletions_substitutions_and_swaps() {
+        for (a, b, d) in [
+            ("", "", 0),
+            ("calculate", "calculate", 0),
+            ("calcualte", "calculate", 1),
+            ("calculat", "calculate", 1),
+            ("calculatee", "calculate", 1),
+            ("kalculate", "calculate", 1),
+            ("fetch_pgae", "fetch_page", 1),
+            ("grep", "edit", 4),
+            ("", "abc", 3),
+            ("éa", "aé", 1),
+        ] {
+            assert_eq!(edit_distance(a, b), d, "{a} → {b}");
+            assert_eq!(edit_distance(b, a), d, "{b} → {a}");
+        }
     }
 }
 

@@ -1049,6 +1049,57 @@ async fn unknown_tool_suggests_up_to_three_find_tools_matches() {
     );
 }
 
+/// A misspelled name gets the name it is a typo of first, called the way this provider can:
+/// directly for claude-code, through run_tool for the others.
+#[tokio::test]
+async fn a_misspelled_tool_name_suggests_the_tool_it_is_a_typo_of() {
+    let fx = fixture()
+        .tool(TestTool::new(spec("calculate"), Behaviour::Echo))
+        .tool(TestTool::new(spec("read_files"), Behaviour::Echo))
+        .build();
+    let out = fx
+        .round(
+            "s",
+            "r",
+            Provider::ClaudeCode,
+            vec![call("a", "calcualte", "{}"), call("b", "Read_Filse", "{}")],
+        )
+        .await;
+    let texts: Vec<String> = results(&out).into_iter().map(|r| r.1).collect();
+    assert!(
+        texts[0].ends_with("Did you mean: calculate?"),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[1].ends_with("Did you mean: read_files?"),
+        "{}",
+        texts[1]
+    );
+    let out = fx
+        .round(
+            "s",
+            "r2",
+            Provider::OpenAi,
+            vec![
+                call("c", "calcualte", "{}"),
+                wrapped("d", "calcualte", json!({})),
+            ],
+        )
+        .await;
+    let texts: Vec<String> = results(&out).into_iter().map(|r| r.1).collect();
+    assert!(
+        texts[0].ends_with("Did you mean: run_tool(name=calculate)?"),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[1].ends_with("Did you mean: calculate?"),
+        "{}",
+        texts[1]
+    );
+}
+
 #[tokio::test]
 async fn preflight_checks_run_in_seed_order_and_first_failure_wins() {
     let strict_gated = || {
