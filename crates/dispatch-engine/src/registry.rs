@@ -549,30 +549,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
-#[cfg(test)]
-mod edit_distance_tests {
-    use super::edit_distance;
-
-    #[test]
-    fn counts_insertions_deletions_substitutions_and_swaps() {
-        for (a, b, d) in [
-            ("", "", 0),
-            ("calculate", "calculate", 0),
-            ("calcualte", "calculate", 1),
-            ("calculat", "calculate", 1),
-            ("calculatee", "calculate", 1),
-            ("kalculate", "calculate", 1),
-            ("fetch_pgae", "fetch_page", 1),
-            ("grep", "edit", 4),
-            ("", "abc", 3),
-            ("éa", "aé", 1),
-        ] {
-            assert_eq!(edit_distance(a, b), d, "{a} → {b}");
-            assert_eq!(edit_distance(b, a), d, "{b} → {a}");
-        }
-    }
-}
-
 /// `a string`, `an object`, …: a JSON value's kind, for messages that say what was sent.
 pub fn kind_of(v: &Value) -> &'static str {
     match v {
@@ -649,4 +625,28 @@ fn has_word(text: &str, term: &str) -> bool {
         let after_ok = !last_is_word || !text[i + m.len()..].chars().next().is_some_and(is_word);
         before_ok && after_ok
     })
+}
+
+#[cfg(test)]
+mod edit_distance_tests {
+    use super::edit_distance;
+
+    #[test]
+    fn counts_insertions_deletions_substitutions_and_swaps() {
+        for (a, b, d) in [
+            ("", "", 0),
+            ("calculate", "calculate", 0),
+            ("calcualte", "calculate", 1),
+            ("calculat", "calculate", 1),
+            ("calculatee", "calculate", 1),
+            ("kalculate", "calculate", 1),
+            ("fetch_pgae", "fetch_page", 1),
+            ("grep", "edit", 4),
+            ("", "abc", 3),
+            ("éa", "aé", 1),
+        ] {
+            assert_eq!(edit_distance(a, b), d, "{a} → {b}");
+            assert_eq!(edit_distance(b, a), d, "{b} → {a}");
+        }
+    }
 }
