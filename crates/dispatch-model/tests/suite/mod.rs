@@ -1,0 +1,6 @@
+mod anthropic_tests;
+mod gemini_tests;
+mod openai_tests;
+mod responses_tests;
+mod retry_tests;
+mod support;
