@@ -327,3 +327,159 @@ impl ModelConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    const KEY: &str = "sk-live-0123456789abcdef";
+
+    fn with_key(provider: ProviderKind, key: Option<&str>) -> ModelConfig {
+        let mut config = ModelConfig::new(provider, "m");
+        config.key = key.map(str::to_owned);
+        config
+    }
+
+    fn lookup(name: &'static str) -> impl Fn(&str) -> Option<String> {
+        move |asked| (asked == name).then(|| KEY.to_owned())
+    }
+
+    #[test]
+    fn keys_come_from_secrets_named_variables_or_each_providers_default_variable() {
+        let none = |_: &str| None;
+        let from_secret = with_key(ProviderKind::OpenAi, Some("{{secret:OPENAI}}"))
+            .resolve_key(&lookup("OPENAI"), &none)
+            .unwrap();
+        assert_eq!(from_secret.value(), Some(KEY));
+        assert_eq!(from_secret.source(), &KeySource::Secret("OPENAI".into()));
+
+        let from_env = with_key(ProviderKind::Anthropic, Some("env:WORK_KEY"))
+            .resolve_key(&none, &lookup("WORK_KEY"))
+            .unwrap();
+        assert_eq!(from_env.source(), &KeySource::Env("WORK_KEY".into()));
+
+        for (provider, var) in [
+            (ProviderKind::OpenAi, "OPENAI_API_KEY"),
+            (ProviderKind::OpenAiResponses, "OPENAI_API_KEY"),
+            (ProviderKind::Anthropic, "ANTHROPIC_API_KEY"),
+            (ProviderKind::Gemini, "GEMINI_API_KEY"),
+        ] {
+            let key = with_key(provider, None)
+                .resolve_key(&none, &|asked| (asked == var).then(|| KEY.to_owned()))
+                .unwrap();
+            assert_eq!(key.value(), Some(KEY), "{provider}");
+        }
+
+        let keyless = with_key(ProviderKind::OpenAi, Some("none"))
+            .resolve_key(&none, &none)
+            .unwrap();
+        assert_eq!(keyless.value(), None);
+    }
+
+    #[test]
+    fn a_missing_key_names_where_it_was_looked_for_and_how_to_fix_it() {
+        let none = |_: &str| None;
+        let err = with_key(ProviderKind::Gemini, None)
+            .resolve_key(&none, &none)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "no gemini key: the environment variable GEMINI_API_KEY is not set; set it, or {KEY_FORMS}"
+            )
+        );
+        let err = with_key(ProviderKind::Anthropic, Some("{{secret:CLAUDE}}"))
+            .resolve_key(&none, &|_| Some(KEY.into()))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no anthropic key: the secret CLAUDE ({{secret:CLAUDE}}) is not set; store it with `tooldispatch secret set CLAUDE`"
+        );
+        // An empty variable is as good as none.
+        let err = with_key(ProviderKind::OpenAi, Some("env:EMPTY"))
+            .resolve_key(&none, &|_| Some("  ".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("EMPTY is not set"), "{err}");
+    }
+
+    #[test]
+    fn a_key_written_into_the_config_is_refused_without_echoing_it() {
+        let config = with_key(ProviderKind::OpenAi, Some(KEY));
+        let err = config.validate().unwrap_err();
+        assert!(err.starts_with("key must not hold the key itself"), "{err}");
+        assert!(!err.contains(KEY));
+        assert!(!format!("{config:?}").contains(KEY));
+        for malformed in ["env:", "{{secret:}}", "{{secret:X"] {
+            assert!(
+                with_key(ProviderKind::OpenAi, Some(malformed))
+                    .validate()
+                    .is_err(),
+                "{malformed}"
+            );
+        }
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_key() {
+        let key = ApiKey::new(KEY, KeySource::Env("OPENAI_API_KEY".into()));
+        let shown = format!("{key:?}");
+        assert!(!shown.contains(KEY), "{shown}");
+        assert!(shown.contains("OPENAI_API_KEY"), "{shown}");
+    }
+
+    #[test]
+    fn the_config_table_refuses_unknown_fields_and_providers() {
+        let parse =
+            |text: &str| serde_json::from_str::<ModelConfig>(text).map_err(|e| e.to_string());
+        let config = parse(r#"{"provider": "openai-responses", "model": "gpt-5", "reasoning": "high", "max_tokens": 9}"#).unwrap();
+        assert_eq!(config.provider, ProviderKind::OpenAiResponses);
+        assert_eq!(config.reasoning, Some(Reasoning::High));
+        assert!(
+            parse(r#"{"provider": "openai", "model": "m", "api_key": "x"}"#)
+                .unwrap_err()
+                .contains("unknown field `api_key`")
+        );
+        assert!(
+            parse(r#"{"provider": "claude", "model": "m"}"#)
+                .unwrap_err()
+                .contains("unknown variant `claude`")
+        );
+        assert!(parse(r#"{"provider": "gemini", "model": "m", "reasoning": "max"}"#).is_err());
+    }
+
+    #[test]
+    fn anthropic_max_tokens_must_leave_room_beyond_the_thinking_budget() {
+        let mut config = ModelConfig::new(ProviderKind::Anthropic, "claude");
+        config.reasoning = Some(Reasoning::High);
+        config.max_tokens = Some(24576);
+        let err = config.validate().unwrap_err();
+        assert!(err.contains("raise max_tokens above 24576"), "{err}");
+        config.max_tokens = Some(30000);
+        assert_eq!(config.validate(), Ok(()));
+        config.max_tokens = None;
+        assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn base_url_defaults_per_provider_and_loses_its_trailing_slash() {
+        assert_eq!(
+            ModelConfig::new(ProviderKind::Anthropic, "m").base_url(),
+            "https://api.anthropic.com/v1"
+        );
+        assert_eq!(
+            ModelConfig::new(ProviderKind::Gemini, "m").base_url(),
+            "https://generativelanguage.googleapis.com/v1beta"
+        );
+        let mut local = ModelConfig::new(ProviderKind::OpenAi, "m");
+        local.base_url = Some("http://127.0.0.1:11434/v1/".into());
+        assert_eq!(local.base_url(), "http://127.0.0.1:11434/v1");
+        local.base_url = Some("127.0.0.1:11434".into());
+        assert!(
+            local
+                .validate()
+                .unwrap_err()
+                .contains("must start with http")
+        );
+    }
+}
