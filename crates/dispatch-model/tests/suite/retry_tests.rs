@@ -150,7 +150,13 @@ async fn a_401_fails_at_once_naming_where_the_key_came_from_and_never_the_key() 
         answer(),
     ])
     .await;
-    let (turn, events) = turn(&client(ProviderKind::OpenAi, &server), &[], &[]).await;
+    let client = client(ProviderKind::OpenAi, &server);
+    let shown = format!("{client:?}");
+    assert!(
+        !shown.contains(KEY) && shown.contains("TEST_KEY"),
+        "{shown}"
+    );
+    let (turn, events) = turn(&client, &[], &[]).await;
     let err = turn.unwrap_err();
     assert_eq!(
         error_text(&err),
