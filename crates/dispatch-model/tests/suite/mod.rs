@@ -1,4 +1,5 @@
 mod anthropic_tests;
+mod conversation_tests;
 mod gemini_tests;
 mod openai_tests;
 mod responses_tests;

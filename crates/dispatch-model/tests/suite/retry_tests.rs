@@ -277,3 +277,23 @@ async fn a_server_needing_no_key_gets_no_auth_header() {
     turn.unwrap();
     assert!(!server.only_request().headers.contains_key("authorization"));
 }
+
+#[tokio::test]
+async fn a_server_gone_silent_mid_stream_fails_after_timeout_secs() {
+    let server = FakeServer::start(vec![
+        Reply::raw_sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hm\"}}]}\n\n")
+            .hang(),
+    ])
+    .await;
+    let mut config = ModelConfig::new(ProviderKind::OpenAi, "m");
+    config.timeout_secs = Some(1);
+    let client = super::support::client_with(config, &server);
+    let (turn, events) = turn(&client, &[], &[]).await;
+    let err = turn.unwrap_err();
+    assert!(matches!(err, ModelError::Connection { .. }), "{err:?}");
+    assert_eq!(
+        error_text(&err),
+        "openai: the stream went silent for 1 s (timeout_secs)"
+    );
+    assert_eq!(events, vec![ModelEvent::TextDelta("Hm".into())]);
+}
