@@ -40,6 +40,26 @@
 //! [sandbox]
 //! mode = "auto"     # "off" is DANGEROUS: commands then run unconfined, so a command wrongly
 //!                   # judged read-only can write anywhere the user can and reach the network
+//!
+//! [models.claude]                                    # the first model is the default;
+//! provider = "anthropic"                             # `--model NAME` picks another.
+//! model = "claude-sonnet-4-5"                        # openai | openai-responses | anthropic | gemini
+//! key = "{{secret:ANTHROPIC}}"                       # or "env:VAR", or "none"; default: the
+//!                                                    # provider's variable (ANTHROPIC_API_KEY, …)
+//! max_tokens = 16000
+//! reasoning = "medium"                               # low | medium | high
+//!
+//! [models.local]
+//! provider = "openai"                                # any OpenAI-compatible server
+//! model = "qwen3:8b"
+//! base_url = "http://127.0.0.1:11434/v1"
+//! key = "none"
+//! timeout_secs = 300                                 # silence allowed before or within the stream
+//! max_attempts = 4                                   # on 429, 5xx and connection errors
+//! max_retry_wait_secs = 60                           # longest wait between two attempts
+//!
+//! [media]                                            # models for images and audio, by name
+//! image_model = "claude"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -72,6 +92,78 @@ pub struct Config {
     pub sandbox: SandboxSection,
     #[serde(default)]
     pub mcp: McpSection,
+    /// `[models.<name>]`, in file order: the first is the default.
+    #[serde(default)]
+    pub models: Models,
+    #[serde(default)]
+    pub media: Media,
+}
+
+/// The `[models.<name>]` entries in the order the file lists them (serde maps lose it; the
+/// toml crate keeps it with `preserve_order`, and this visitor keeps what it is given).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Models(pub Vec<(String, dispatch_model::ModelConfig)>);
+
+impl Models {
+    /// The model `name` names, or the default (the first) when no name is given.
+    pub fn pick(&self, name: Option<&str>) -> Result<(&str, &dispatch_model::ModelConfig), String> {
+        let found = match name {
+            Some(name) => self.0.iter().find(|(n, _)| n == name),
+            None => self.0.first(),
+        };
+        match (found, name) {
+            (Some((name, config)), _) => Ok((name.as_str(), config)),
+            (None, None) => Err(
+                "no model is configured: add a [models.<name>] table (provider, model) to the config file"
+                    .to_owned(),
+            ),
+            (None, Some(name)) => Err(format!(
+                "no model {name:?} in the config file; configured: {}",
+                self.names()
+            )),
+        }
+    }
+
+    fn names(&self) -> String {
+        if self.0.is_empty() {
+            return "none".to_owned();
+        }
+        let names: Vec<&str> = self.0.iter().map(|(n, _)| n.as_str()).collect();
+        names.join(", ")
+    }
+}
+
+impl<'de> Deserialize<'de> for Models {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InOrder;
+        impl<'de> serde::de::Visitor<'de> for InOrder {
+            type Value = Models;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a table of [models.<name>] tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Models, A::Error> {
+                let mut models = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    models.push(entry);
+                }
+                Ok(Models(models))
+            }
+        }
+        deserializer.deserialize_map(InOrder)
+    }
+}
+
+/// `[media]`: which configured models the media tools use.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Media {
+    /// The `[models.<name>]` that reads and describes images.
+    pub image_model: Option<String>,
+    /// The `[models.<name>]` that transcribes audio.
+    pub audio_model: Option<String>,
 }
 
 /// `[mcp]`: MCP servers whose tools tooldispatch offers as `mcp__<server>__<tool>`.
@@ -194,6 +286,24 @@ impl Config {
         if config.max_concurrent == Some(0) {
             return Err("max_concurrent must be at least 1".to_string());
         }
+        for (name, model) in &config.models.0 {
+            model
+                .validate()
+                .map_err(|e| format!("[models.{name}]: {e}"))?;
+        }
+        for (key, name) in [
+            ("image_model", &config.media.image_model),
+            ("audio_model", &config.media.audio_model),
+        ] {
+            if let Some(name) = name
+                && config.models.pick(Some(name)).is_err()
+            {
+                return Err(format!(
+                    "[media] {key} = {name:?} names no [models.{name}] table; configured: {}",
+                    config.models.names()
+                ));
+            }
+        }
         Ok(config)
     }
 }
@@ -267,6 +377,8 @@ mod tests {
                     ]
                     .into(),
                 },
+                models: Models::default(),
+                media: Media::default(),
             }
         );
         assert_eq!(Config::parse("").unwrap(), Config::default());
@@ -282,5 +394,91 @@ mod tests {
         assert!(err.contains("at least 1"), "{err}");
         let err = Config::parse("[commands]\nread_only = \"ls\"").unwrap_err();
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn models_keep_the_file_order_and_the_first_is_the_default() {
+        use dispatch_model::{ModelConfig, ProviderKind, Reasoning};
+        // Names that sort in the opposite order, so a sorted map would pick the wrong default.
+        let config = Config::parse(
+            "[models.zeta]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nkey = \"{{secret:ANTHROPIC}}\"\nmax_tokens = 16000\nreasoning = \"medium\"\n\n[models.alpha]\nprovider = \"openai\"\nmodel = \"qwen3\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nkey = \"none\"\ntimeout_secs = 30\nmax_attempts = 2\nmax_retry_wait_secs = 10\n\n[models.mid]\nprovider = \"gemini\"\nmodel = \"gemini-2.5-flash\"\n\n[models.resp]\nprovider = \"openai-responses\"\nmodel = \"gpt-5\"\nkey = \"env:WORK_OPENAI_KEY\"\n\n[media]\nimage_model = \"mid\"\naudio_model = \"resp\"\n",
+        )
+        .unwrap();
+        let mut zeta = ModelConfig::new(ProviderKind::Anthropic, "claude-sonnet-4-5");
+        zeta.key = Some("{{secret:ANTHROPIC}}".into());
+        zeta.max_tokens = Some(16000);
+        zeta.reasoning = Some(Reasoning::Medium);
+        let mut alpha = ModelConfig::new(ProviderKind::OpenAi, "qwen3");
+        alpha.base_url = Some("http://127.0.0.1:11434/v1".into());
+        alpha.key = Some("none".into());
+        alpha.timeout_secs = Some(30);
+        alpha.max_attempts = Some(2);
+        alpha.max_retry_wait_secs = Some(10);
+        let mut resp = ModelConfig::new(ProviderKind::OpenAiResponses, "gpt-5");
+        resp.key = Some("env:WORK_OPENAI_KEY".into());
+        assert_eq!(
+            config.models,
+            Models(vec![
+                ("zeta".into(), zeta.clone()),
+                ("alpha".into(), alpha),
+                (
+                    "mid".into(),
+                    ModelConfig::new(ProviderKind::Gemini, "gemini-2.5-flash")
+                ),
+                ("resp".into(), resp),
+            ])
+        );
+        assert_eq!(config.models.pick(None).unwrap(), ("zeta", &zeta));
+        assert_eq!(
+            config.models.pick(Some("mid")).unwrap().1.provider,
+            ProviderKind::Gemini
+        );
+        assert_eq!(
+            config.models.pick(Some("gpt")).unwrap_err(),
+            "no model \"gpt\" in the config file; configured: zeta, alpha, mid, resp"
+        );
+        assert_eq!(
+            config.media,
+            Media {
+                image_model: Some("mid".into()),
+                audio_model: Some("resp".into()),
+            }
+        );
+        assert!(
+            Config::default()
+                .models
+                .pick(None)
+                .unwrap_err()
+                .contains("add a [models.<name>] table")
+        );
+    }
+
+    #[test]
+    fn model_mistakes_name_the_table() {
+        let err =
+            Config::parse("[models.a]\nprovider = \"openai\"\nmodel = \"m\"\napi_key = \"x\"\n")
+                .unwrap_err();
+        assert!(err.contains("api_key") && err.contains("line"), "{err}");
+        let err = Config::parse("[models.a]\nprovider = \"azure\"\nmodel = \"m\"\n").unwrap_err();
+        assert!(err.contains("azure") && err.contains("line 2"), "{err}");
+        let err = Config::parse(
+            "[models.a]\nprovider = \"openai\"\nmodel = \"m\"\nkey = \"sk-abc123\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("[models.a]: key must not hold the key itself"),
+            "{err}"
+        );
+        assert!(!err.contains("sk-abc123"), "{err}");
+        let err = Config::parse(
+            "[models.a]\nprovider = \"openai\"\nmodel = \"m\"\n[media]\nimage_model = \"b\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "[media] image_model = \"b\" names no [models.b] table; configured: a"
+        );
+        let err = Config::parse("[media]\nvideo_model = \"a\"\n").unwrap_err();
+        assert!(err.contains("video_model"), "{err}");
     }
 }

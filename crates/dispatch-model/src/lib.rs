@@ -1,0 +1,25 @@
+//! Model providers: one request per model turn to OpenAI Chat Completions (or any compatible
+//! server), OpenAI Responses, Anthropic Messages or Gemini generateContent, streamed, retried on
+//! 429/5xx, with token usage.
+//!
+//! The history and the tools array are provider-native JSON (the engine's wire formats render
+//! results and tools), so this crate never translates between providers: a turn's `message` is
+//! what the engine's `parse_reply` reads and what the next request carries back.
+
+mod anthropic;
+mod client;
+mod config;
+mod error;
+mod gemini;
+mod history;
+mod openai;
+mod responses;
+mod retry;
+mod sse;
+
+pub use client::{ModelClient, ModelEvent, StopReason, Turn, TurnRequest, Usage};
+pub use config::{ApiKey, KeySource, ModelConfig, ProviderKind, Reasoning};
+pub use error::ModelError;
+pub use history::append_round;
+pub use retry::{RetryPolicy, retry_after};
+pub use sse::{SseEvent, SseParser};
