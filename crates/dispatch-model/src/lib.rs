@@ -1,4 +1,4 @@
-//! Model providers: one request per model turn to OpenAI Chat Completions (or any compatible
+//! Model providers and the agent loop ([`Agent`]). Providers: one request per model turn to OpenAI Chat Completions (or any compatible
 //! server), OpenAI Responses, Anthropic Messages or Gemini generateContent, streamed, retried on
 //! 429/5xx, with token usage.
 //!
@@ -6,6 +6,7 @@
 //! results and tools), so this crate never translates between providers: a turn's `message` is
 //! what the engine's `parse_reply` reads and what the next request carries back.
 
+mod agent;
 mod anthropic;
 mod client;
 mod config;
@@ -17,6 +18,10 @@ mod responses;
 mod retry;
 mod sse;
 
+pub use agent::{
+    Agent, AgentEnd, AgentError, AgentEvent, AgentOutcome, AgentRequest, DEFAULT_MAX_ROUNDS,
+    DEFAULT_SYSTEM_PROMPT, user_message,
+};
 pub use client::{ModelClient, ModelEvent, StopReason, Turn, TurnRequest, Usage};
 pub use config::{ApiKey, KeySource, ModelConfig, ProviderKind, Reasoning};
 pub use error::ModelError;

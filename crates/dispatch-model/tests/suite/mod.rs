@@ -1,3 +1,4 @@
+mod agent_tests;
 mod anthropic_tests;
 mod conversation_tests;
 mod gemini_tests;
