@@ -245,7 +245,11 @@ fn sent_by(reply: &Value) -> Option<Provider> {
                 Some(Provider::OpenAi)
             } else if m.get("output").is_some_and(Value::is_array) {
                 Some(Provider::OpenAiResponses)
-            } else if present("candidates") || present("parts") {
+            } else if present("candidates")
+                || present("parts")
+                // A single Gemini candidate: no other format's `content` is an object.
+                || m.get("content").and_then(|c| c.get("parts")).is_some_and(|p| !p.is_null())
+            {
                 Some(Provider::Gemini)
             } else if m
                 .get("content")
@@ -618,6 +622,30 @@ mod provider_mixups {
                 let parsed = other.format().parse_reply(reply);
                 assert!(parsed.is_err(), "{other} took {own}'s reply: {parsed:?}");
             }
+        }
+    }
+
+    /// A single Gemini candidate carries the Content under `content`, which OpenAI read as a
+    /// message without calls (found by the fuzz targets).
+    #[test]
+    fn a_single_gemini_candidate_is_refused_as_gemini() {
+        let reply = r#"{"content":{"role":"model","parts":[{"functionCall":{"name":"calculate","args":{}}}]},"finishReason":"STOP"}"#;
+        assert_eq!(
+            Provider::Gemini
+                .format()
+                .parse_reply(reply)
+                .map(|c| c.len()),
+            Ok(1)
+        );
+        for other in Provider::ALL.into_iter().filter(|&p| p != Provider::Gemini) {
+            let error = other.format().parse_reply(reply).map_err(|e| e.0);
+            assert_eq!(
+                error,
+                Err(format!(
+                    "{other}: this is a Gemini reply (candidates or parts); send it with provider gemini"
+                )),
+                "{other}"
+            );
         }
     }
 }

@@ -3,6 +3,7 @@ mod client_tests;
 mod commit_tests;
 mod deferred_tests;
 pub mod error_memory_tests;
+mod fuzz;
 mod gate_tests;
 pub mod journal_tests;
 mod long_run_tests;

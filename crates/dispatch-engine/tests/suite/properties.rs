@@ -35,7 +35,7 @@ fn leaf() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn json_value() -> impl Strategy<Value = Value> {
+pub(super) fn json_value() -> impl Strategy<Value = Value> {
     leaf().prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
@@ -45,23 +45,23 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-fn json_object() -> impl Strategy<Value = Value> {
+pub(super) fn json_object() -> impl Strategy<Value = Value> {
     prop::collection::btree_map("[a-zA-Z_]{1,8}", json_value(), 0..8)
         .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 /// A small deterministic generator for shuffles and spacing.
-struct Lcg(u64);
+pub(super) struct Lcg(pub(super) u64);
 
 impl Lcg {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
     fn space(&mut self) -> &'static str {
@@ -209,7 +209,7 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // (b) Pass 1 on arbitrary input
 
-const KNOWN: [&str; 7] = [
+pub(super) const KNOWN: [&str; 7] = [
     "run_tool",
     "find_tools",
     "echo",
@@ -219,7 +219,7 @@ const KNOWN: [&str; 7] = [
     "write_todo",
 ];
 
-fn tool_name() -> impl Strategy<Value = String> {
+pub(super) fn tool_name() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(KNOWN.to_vec()).prop_map(str::to_string),
         prop::sample::select(KNOWN.to_vec()).prop_map(|n| format!(" {n}<|channel|>commentary")),
@@ -229,7 +229,7 @@ fn tool_name() -> impl Strategy<Value = String> {
     ]
 }
 
-fn arguments() -> impl Strategy<Value = String> {
+pub(super) fn arguments() -> impl Strategy<Value = String> {
     prop_oneof![
         json_value().prop_map(|v| v.to_string()),
         json_object().prop_map(|v| v.to_string()),
@@ -250,7 +250,12 @@ fn raw_call() -> impl Strategy<Value = RawCall> {
         .prop_map(|(id, name, arguments)| RawCall::new(id, name, arguments))
 }
 
-fn pass_one_fixture() -> Fixture {
+pub(super) fn pass_one_fixture() -> Fixture {
+    pass_one_tools().build()
+}
+
+/// The tools of [`pass_one_fixture`], for a target that adds its own.
+pub(super) fn pass_one_tools() -> FixtureBuilder {
     let strict = ToolSpec::new(
         "strict",
         "strict tool",
@@ -269,7 +274,6 @@ fn pass_one_fixture() -> Fixture {
             spec("write_todo"),
             Behaviour::Text("saved".into()),
         ))
-        .build()
 }
 
 proptest! {
