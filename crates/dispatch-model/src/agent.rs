@@ -86,7 +86,7 @@ pub enum AgentEnd {
     Answer { text: String },
     /// The run waits on the user (ask_user or store_secret, with nobody to answer now):
     /// answer the task, then send the next message.
-    Waiting { task: PendingTask },
+    Waiting { task: Box<PendingTask> },
     /// The model called the caller's own tools: run them and answer.
     HandedBack,
     /// A tool reported a fatal error; the run stops.
@@ -276,7 +276,9 @@ impl Agent {
             self.remember(&req.session, api, entries.clone()).await?;
             history.extend(entries);
             if let Some(task) = done.pending {
-                outcome.end = AgentEnd::Waiting { task };
+                outcome.end = AgentEnd::Waiting {
+                    task: Box::new(task),
+                };
                 return Ok(outcome);
             }
             if let Some(reason) = done.fatal {

@@ -1,5 +1,6 @@
 //! `tooldispatch`: the CLI over the engine, the built-in tools and the stores (DESIGN §5).
 
+mod agent_cmd;
 mod bench;
 mod bench_http;
 mod bench_scripts;
@@ -41,6 +42,9 @@ struct Cli {
 enum Command {
     /// Run the HTTP daemon: the API, live events, confirmations and the web console.
     Serve(serve::ServeArgs),
+    /// Run a whole agent at the terminal: the model from [models.<name>] in the config file,
+    /// its calls through the engine, until it answers (on stdout).
+    Agent(agent_cmd::AgentArgs),
     /// Dispatch one model reply read from stdin; print the tool-result messages (or the report).
     Round(RoundArgs),
     /// Print the request's tools array and the turn context for a session (`--session`);
@@ -281,6 +285,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Round(args) => commands::round(args).await,
+            Command::Agent(args) => agent_cmd::run(args).await,
             Command::Tools(args) => match args.action {
                 Some(tools_cmd::ToolsAction::Install(install)) => tools_cmd::install_tool(install),
                 None if args.check => tools_cmd::check(&args.common).await,

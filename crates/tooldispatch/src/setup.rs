@@ -263,6 +263,8 @@ pub fn store_file(url: &str) -> Option<PathBuf> {
 pub struct Setup {
     pub engine: Engine,
     pub mcp: Option<McpClients>,
+    /// The store the engine keeps its state in (the agent keeps its conversation there too).
+    pub store: Arc<dyn dispatch_store::Store>,
 }
 
 impl std::ops::Deref for Setup {
@@ -295,11 +297,11 @@ pub async fn engine(common: &Common, default_store: Option<&str>) -> Result<Setu
         {
             open_store(None, &config)?
         }
-        _ => store,
+        _ => store.clone(),
     };
     let mcp = start_mcp(&config, &engine, secrets.as_ref(), common.store.as_deref()).await?;
     print_rule_lints(&engine);
-    Ok(Setup { engine, mcp })
+    Ok(Setup { engine, mcp, store })
 }
 
 /// Start the config file's MCP servers and register their tools with `engine`; `None` when
