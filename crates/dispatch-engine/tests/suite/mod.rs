@@ -4,6 +4,7 @@ mod commit_tests;
 mod deferred_tests;
 pub mod error_memory_tests;
 mod gate_tests;
+mod limits_tests;
 pub mod journal_tests;
 mod long_run_tests;
 mod preflight_tests;
