@@ -70,6 +70,7 @@ fn engine_error(e: EngineError) -> ApiError {
         ),
         EngineError::NoSuchTask { .. } => ApiError::not_found("no_such_task", e.to_string()),
         EngineError::BadAnswer(_) => ApiError::bad_request("bad_answer", e.to_string()),
+        EngineError::TooManyCalls { .. } => ApiError::bad_request("too_many_calls", e.to_string()),
         other => ApiError::internal(other.to_string()),
     }
 }
@@ -388,6 +389,11 @@ pub async fn round(
             format!("cannot read the body as a {provider} assistant message: {e}"),
         )
     })?;
+    // Refused before the session is registered or its feed opened: nothing of it is seen.
+    daemon
+        .engine
+        .check_round_size(calls.len())
+        .map_err(engine_error)?;
     let info = daemon.hub.session(&id);
     let mut req = RoundRequest::new(id.clone(), run.clone(), provider, calls);
     req.client_tools = info.client_tools.clone();

@@ -143,6 +143,7 @@ async fn dispatch(
         EngineError::Cancelled => {
             CliError::failed("the round was cancelled (interrupt); no results were committed")
         }
+        EngineError::TooManyCalls { .. } => CliError::input(e.to_string()),
         other => CliError::failed(other.to_string()),
     })?;
     if let Some(pending) = &outcome.pending {
