@@ -347,12 +347,22 @@ async fn run_work(
 }
 
 fn respond(outcome: &RoundOutcome, provider: Provider, report: bool) -> Response {
-    let body = if report {
-        outcome.report()
+    let mut response = if report {
+        // Written straight into the body: no JSON tree of the whole report in between.
+        let mut body = Vec::new();
+        match outcome.write_report(&mut body) {
+            Ok(()) => (
+                [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+                body,
+            )
+                .into_response(),
+            Err(e) => {
+                ApiError::internal(format!("cannot write the round report: {e}")).into_response()
+            }
+        }
     } else {
-        Value::Array(outcome.render(provider))
+        Json(Value::Array(outcome.render(provider))).into_response()
     };
-    let mut response = Json(body).into_response();
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&outcome.round.to_string()) {
         headers.insert("x-tooldispatch-round", v);

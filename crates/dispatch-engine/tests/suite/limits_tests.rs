@@ -1,5 +1,6 @@
 //! A round takes at most `max_calls_per_round` calls, by design: a reply with more is refused
-//! whole, before anything is loaded, run or committed.
+//! whole, before anything is loaded, run or committed. And the round report carries each
+//! call's arguments as the events do, written without a copy of the whole report in memory.
 
 use std::sync::atomic::Ordering;
 
@@ -8,7 +9,7 @@ use dispatch_engine::{
 };
 use dispatch_store::SessionStore;
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::support::*;
 
@@ -122,4 +123,38 @@ async fn a_held_session_refuses_too_many_calls_too() {
         .await
         .unwrap_err();
     assert!(matches!(err, EngineError::TooManyCalls { calls: 2, max: 1 }));
+}
+
+/// How many times `needle` occurs in `text`.
+fn occurrences(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+#[tokio::test]
+async fn the_written_report_is_the_report_and_carries_arguments_once_per_call_event() {
+    let fx = fixture()
+        .tool(TestTool::new(spec("echo"), Behaviour::Text("done".into())))
+        .build();
+    fx.mark_all("s").await;
+    // A marker no result or message repeats: only the events that name the call carry it.
+    let big = format!("BIG{}", "x".repeat(100_000));
+    let out = fx
+        .run("s", "r", vec![wrapped("a", "echo", json!({"note": big}))])
+        .await;
+    let mut written = Vec::new();
+    out.write_report(&mut written).unwrap();
+    let text = String::from_utf8(written).unwrap();
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed, out.report());
+    // ToolCall and ToolResult (the event shapes of the seed, which the console and the event
+    // stream read); the results and the other events do not repeat it.
+    assert_eq!(occurrences(&text, "BIGx"), 2);
+    let carrying: Vec<&str> = parsed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["tool_args"].as_str().is_some_and(|a| a.contains("BIGx")))
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(carrying, vec!["ToolCall", "ToolResult"]);
 }
