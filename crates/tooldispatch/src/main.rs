@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_http;
+mod bench_memory;
 mod bench_scripts;
 mod commands;
 mod config;
