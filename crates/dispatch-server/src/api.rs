@@ -352,7 +352,10 @@ fn respond(outcome: &RoundOutcome, provider: Provider, report: bool) -> Response
         let mut body = Vec::new();
         match outcome.write_report(&mut body) {
             Ok(()) => (
-                [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
                 body,
             )
                 .into_response(),

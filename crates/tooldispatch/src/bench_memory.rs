@@ -355,7 +355,11 @@ async fn daemon_rounds(
 
 /// The reply that fetches calculate's schema, so later rounds call it through run_tool.
 fn select_calculate() -> String {
-    reply(&[("mark".to_string(), "find_tools", json!({"query": "select:calculate"}))])
+    reply(&[(
+        "mark".to_string(),
+        "find_tools",
+        json!({"query": "select:calculate"}),
+    )])
 }
 
 /// `n` calls of `calculate` through run_tool, each with an expression no other call of the

@@ -289,7 +289,10 @@ mod tests {
         let err = Config::parse("max_concurrent = 0").unwrap_err();
         assert!(err.contains("at least 1"), "{err}");
         let err = Config::parse("max_calls_per_round = 0").unwrap_err();
-        assert!(err.contains("max_calls_per_round must be at least 1"), "{err}");
+        assert!(
+            err.contains("max_calls_per_round must be at least 1"),
+            "{err}"
+        );
         let err = Config::parse("[commands]\nread_only = \"ls\"").unwrap_err();
         assert!(err.contains("line 2"), "{err}");
     }

@@ -97,7 +97,13 @@ async fn the_default_engine_takes_512_calls_and_refuses_513() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, EngineError::TooManyCalls { calls: 513, max: 512 }),
+        matches!(
+            err,
+            EngineError::TooManyCalls {
+                calls: 513,
+                max: 512
+            }
+        ),
         "{err:?}"
     );
     let out = fx.run("s", "r", echo_calls(512)).await;
@@ -122,7 +128,10 @@ async fn a_held_session_refuses_too_many_calls_too() {
         ))
         .await
         .unwrap_err();
-    assert!(matches!(err, EngineError::TooManyCalls { calls: 2, max: 1 }));
+    assert!(matches!(
+        err,
+        EngineError::TooManyCalls { calls: 2, max: 1 }
+    ));
 }
 
 /// How many times `needle` occurs in `text`.

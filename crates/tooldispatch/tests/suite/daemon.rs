@@ -810,5 +810,8 @@ fn a_round_over_max_calls_per_round_is_refused_with_400_and_leaves_no_trace() {
     // Exactly at the limit: round 2 of the run, as if the refused one never came.
     let answered = daemon.post("/v1/sessions/m/rounds?run=r1", &calculations(2));
     assert_eq!(answered.header("x-tooldispatch-round"), Some("2"));
-    assert_eq!(answered.json_ok(&daemon.stderr()).as_array().unwrap().len(), 2);
+    assert_eq!(
+        answered.json_ok(&daemon.stderr()).as_array().unwrap().len(),
+        2
+    );
 }

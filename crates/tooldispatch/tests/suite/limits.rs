@@ -103,11 +103,7 @@ fn replay_refuses_an_oversized_line_naming_the_file_and_line() {
     let td = Td::new();
     let file = td.file(
         "replies.jsonl",
-        &format!(
-            "{}\n{}\n",
-            select("m", "calculate"),
-            calculations(513)
-        ),
+        &format!("{}\n{}\n", select("m", "calculate"), calculations(513)),
     );
     let output = td
         .cmd(&["replay", file.to_str().unwrap()])
@@ -141,7 +137,11 @@ fn the_report_carries_a_large_argument_once_per_call_event() {
         .unwrap();
     let text = String::from_utf8(output.stdout.clone()).unwrap();
     let report = stdout_json(&output);
-    assert_eq!(report["results"][0]["status"], "invalid", "{}", report["results"]);
+    assert_eq!(
+        report["results"][0]["status"], "invalid",
+        "{}",
+        report["results"]
+    );
     let carrying: Vec<&str> = report["events"]
         .as_array()
         .unwrap()
