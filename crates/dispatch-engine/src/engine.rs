@@ -28,6 +28,10 @@ pub fn default_max_concurrent() -> usize {
     (cores / 2).max(3)
 }
 
+/// The most calls one round takes unless configured otherwise
+/// ([`EngineConfig::max_calls_per_round`]).
+pub const DEFAULT_MAX_CALLS_PER_ROUND: usize = 512;
+
 /// How an engine is set up.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -49,6 +53,10 @@ pub struct EngineConfig {
     pub protected: Vec<PathBuf>,
     /// Bytes of spilled output one session keeps (over-budget results; see [`crate::spill`]).
     pub spill_quota: u64,
+    /// The most tool calls one round takes; a reply with more is refused whole, before
+    /// anything is loaded or run ([`EngineError::TooManyCalls`]). A round's memory and its
+    /// report grow with its calls: this bounds them by design, not by the body size.
+    pub max_calls_per_round: usize,
 }
 
 impl EngineConfig {
@@ -62,6 +70,7 @@ impl EngineConfig {
             trust_workdir: false,
             protected: Vec::new(),
             spill_quota: crate::spill::DEFAULT_SPILL_QUOTA,
+            max_calls_per_round: DEFAULT_MAX_CALLS_PER_ROUND,
         }
     }
 }
@@ -87,6 +96,11 @@ pub enum EngineError {
         "a round of session {asked} was given to the hold of session {held}; hold its own session"
     )]
     NotHeld { held: String, asked: String },
+    /// The reply has more calls than a round takes; nothing of it ran or was recorded.
+    #[error(
+        "the reply has {calls} tool calls; a round takes at most {max} (max_calls_per_round in the config file)"
+    )]
+    TooManyCalls { calls: usize, max: usize },
     #[error("cannot read the rules file {path}: {source}")]
     Rules {
         path: String,
@@ -157,6 +171,7 @@ impl HeldSession<'_> {
     /// Dispatch one round of the held session (see [`Engine::round`]).
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
         self.check_session(&req.session)?;
+        self.engine.check_round_size(req.calls.len())?;
         self.engine.round_held(req).await
     }
 
@@ -323,6 +338,18 @@ impl Engine {
         let mut next = Registry::clone(&guard);
         change(&mut next);
         *guard = Arc::new(next);
+    }
+
+    /// Whether a reply with this many calls is a round this engine takes; a caller that
+    /// does work before the round (the daemon registers the session, opens its feed) asks
+    /// first. [`Engine::round`] asks too, before anything is loaded.
+    pub fn check_round_size(&self, calls: usize) -> Result<(), EngineError> {
+        let max = self.config.max_calls_per_round;
+        if calls > max {
+            Err(EngineError::TooManyCalls { calls, max })
+        } else {
+            Ok(())
+        }
     }
 
     pub fn config(&self) -> &EngineConfig {

@@ -34,7 +34,7 @@ impl dispatch_store::EventJson for Event {
         text
     }
 
-    fn for_each_text(&self, each: &mut dyn FnMut(&str)) {
+    fn for_each_text<'a>(&'a self, each: &mut dyn FnMut(&'a str)) {
         match &self.kind {
             EventKind::ToolCall { tool_args, .. } => each(tool_args),
             EventKind::ToolResult {

@@ -37,7 +37,8 @@ pub use answer::AnswerRequest;
 pub use client::{ClientToolProblem, ClientTools, check_client_tools};
 pub use deferred::{CORE_TOOLS, Catalog, ClientTool, register_system_tools};
 pub use engine::{
-    Engine, EngineConfig, EngineError, HeldSession, ToolSource, default_max_concurrent,
+    DEFAULT_MAX_CALLS_PER_ROUND, Engine, EngineConfig, EngineError, HeldSession, ToolSource,
+    default_max_concurrent,
 };
 pub use events::{Event, EventKind, EventSink};
 pub use gate::{ApproveAll, ConfirmReply, ConfirmRequest, Confirmer, Headless, Question};

@@ -115,6 +115,14 @@ impl RoundOutcome {
     pub fn report(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|e| json!({"error": e.to_string()}))
     }
+
+    /// The round report written straight to `out`: the same JSON as [`RoundOutcome::report`]
+    /// without building it in memory first (a tree of it, then its text, would hold every
+    /// argument and result twice more). Each call's arguments are one shared text in the
+    /// outcome, however many events carry them.
+    pub fn write_report(&self, out: impl std::io::Write) -> serde_json::Result<()> {
+        serde_json::to_writer(out, self)
+    }
 }
 
 /// State shared by the three passes of one round.

@@ -70,6 +70,7 @@ fn engine_error(e: EngineError) -> ApiError {
         ),
         EngineError::NoSuchTask { .. } => ApiError::not_found("no_such_task", e.to_string()),
         EngineError::BadAnswer(_) => ApiError::bad_request("bad_answer", e.to_string()),
+        EngineError::TooManyCalls { .. } => ApiError::bad_request("too_many_calls", e.to_string()),
         other => ApiError::internal(other.to_string()),
     }
 }
@@ -346,12 +347,25 @@ async fn run_work(
 }
 
 fn respond(outcome: &RoundOutcome, provider: Provider, report: bool) -> Response {
-    let body = if report {
-        outcome.report()
+    let mut response = if report {
+        // Written straight into the body: no JSON tree of the whole report in between.
+        let mut body = Vec::new();
+        match outcome.write_report(&mut body) {
+            Ok(()) => (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response(),
+            Err(e) => {
+                ApiError::internal(format!("cannot write the round report: {e}")).into_response()
+            }
+        }
     } else {
-        Value::Array(outcome.render(provider))
+        Json(Value::Array(outcome.render(provider))).into_response()
     };
-    let mut response = Json(body).into_response();
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&outcome.round.to_string()) {
         headers.insert("x-tooldispatch-round", v);
@@ -388,6 +402,11 @@ pub async fn round(
             format!("cannot read the body as a {provider} assistant message: {e}"),
         )
     })?;
+    // Refused before the session is registered or its feed opened: nothing of it is seen.
+    daemon
+        .engine
+        .check_round_size(calls.len())
+        .map_err(engine_error)?;
     let info = daemon.hub.session(&id);
     let mut req = RoundRequest::new(id.clone(), run.clone(), provider, calls);
     req.client_tools = info.client_tools.clone();

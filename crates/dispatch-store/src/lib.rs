@@ -218,7 +218,9 @@ pub trait EventJson: Send + Sync + std::fmt::Debug {
     fn to_json(&self) -> String;
     /// Call `each` with the texts inside the JSON that may be large (a result, arguments),
     /// so a store can keep one copy of a text that other records of the round also carry.
-    fn for_each_text(&self, each: &mut dyn FnMut(&str)) {
+    /// The texts are the event's own, lent for as long as the event: a store keeps the
+    /// references rather than copies.
+    fn for_each_text<'a>(&'a self, each: &mut dyn FnMut(&'a str)) {
         let _ = each;
     }
 }

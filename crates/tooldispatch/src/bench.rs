@@ -22,10 +22,13 @@ pub struct BenchArgs {
     /// sandbox (starting `true` with and without the OS sandbox, --reps times), runlen (one
     /// run of sequential 4-call rounds: the latency around each of --at, per store) or scripts
     /// (the round-start check for edited script tools with none and the largest --n installed,
-    /// and one script call as a round against the same program started directly).
+    /// and one script call as a round against the same program started directly), or memory
+    /// (peak resident memory and time of rounds of --n calls through the CLI and the daemon,
+    /// and the daemon's memory after them; default sizes 1,100,512, --reps 3).
     kind: BenchKind,
-    /// Calls per round; several sizes separated by commas.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    /// Calls per round; several sizes separated by commas (default 1,4,16,64; for memory
+    /// 1,100,512).
+    #[arg(long, value_delimiter = ',')]
     n: Vec<usize>,
     /// Rounds measured per size (default: 300 for overhead, 3 for sleep).
     #[arg(long)]
@@ -54,6 +57,7 @@ enum BenchKind {
     Sandbox,
     Runlen,
     Scripts,
+    Memory,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -75,9 +79,20 @@ impl Tool for BenchTool {
     }
 }
 
-pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+pub async fn run(mut args: BenchArgs) -> Result<(), CliError> {
     if args.kind == BenchKind::Http {
         return crate::bench_http::run(args.http, args.store.as_deref(), args.max_concurrent).await;
+    }
+    if args.kind == BenchKind::Memory {
+        let sizes = if args.n.is_empty() {
+            vec![1, 100, dispatch_engine::DEFAULT_MAX_CALLS_PER_ROUND]
+        } else {
+            args.n.clone()
+        };
+        return crate::bench_memory::run(&sizes, args.reps.unwrap_or(3)).await;
+    }
+    if args.n.is_empty() {
+        args.n = vec![1, 4, 16, 64];
     }
     if args.kind == BenchKind::Runlen {
         return bench_runlen(&args).await;
@@ -106,7 +121,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         | BenchKind::Http
         | BenchKind::Sandbox
         | BenchKind::Runlen
-        | BenchKind::Scripts => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
+        | BenchKind::Scripts
+        | BenchKind::Memory => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
     };
     let reps = args
         .reps
@@ -311,6 +327,8 @@ async fn bench_engine(
         .map_err(|e| failed(e.to_string()))?;
     let mut config = EngineConfig::new(std::env::temp_dir());
     config.max_concurrent = max;
+    // The engine's cost is measured at any --n the user asks for, also past the default limit.
+    config.max_calls_per_round = usize::MAX;
     let store = dispatch_store::open(store).map_err(|e| failed(e.to_string()))?;
     let engine = Engine::new(registry, store, Arc::new(Headless), config)
         .map_err(|e| failed(e.to_string()))?;

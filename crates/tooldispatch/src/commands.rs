@@ -143,6 +143,7 @@ async fn dispatch(
         EngineError::Cancelled => {
             CliError::failed("the round was cancelled (interrupt); no results were committed")
         }
+        EngineError::TooManyCalls { .. } => CliError::input(e.to_string()),
         other => CliError::failed(other.to_string()),
     })?;
     if let Some(pending) = &outcome.pending {
@@ -230,7 +231,15 @@ async fn read_answers(args: &AnswerArgs, questions: &[Question]) -> Result<Vec<S
 
 fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {
     if report {
-        crate::print_line(&outcome.report().to_string());
+        // Straight to stdout: a large round's report is never held in memory as a whole.
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        // A reader that went away (`| head`) is not an error worth reporting.
+        let _ = outcome
+            .write_report(&mut out)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+            .and_then(|()| out.flush());
     } else {
         crate::print_line(&Value::Array(outcome.render(provider)).to_string());
     }

@@ -10,6 +10,7 @@
 //! store = "sqlite:/var/lib/tooldispatch/store.db"   # or redis://10.0.0.5:6379/0, memory:
 //! max_concurrent = 4
 //! spill_quota_mib = 1024                            # spilled output one session keeps on disk
+//! max_calls_per_round = 512                          # a reply with more tool calls is refused
 //!
 //! [commands]
 //! read_only = ["npm test", "cargo check"]            # run_command without asking
@@ -78,6 +79,9 @@ pub struct Config {
     /// MiB of spilled output (long results, command output) one session keeps on disk; the
     /// oldest spills are removed past it (default 1024).
     pub spill_quota_mib: Option<u64>,
+    /// The most tool calls one model reply may carry (default 512); a reply with more is
+    /// refused whole (exit 2, HTTP 400 `too_many_calls`) before any call runs.
+    pub max_calls_per_round: Option<usize>,
     #[serde(default)]
     pub commands: Commands,
     #[serde(default)]
@@ -286,6 +290,9 @@ impl Config {
         if config.max_concurrent == Some(0) {
             return Err("max_concurrent must be at least 1".to_string());
         }
+        if config.max_calls_per_round == Some(0) {
+            return Err("max_calls_per_round must be at least 1".to_string());
+        }
         for (name, model) in &config.models.0 {
             model
                 .validate()
@@ -327,7 +334,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
+            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
         )
         .unwrap();
         assert_eq!(
@@ -336,6 +343,7 @@ mod tests {
                 store: Some("memory:".into()),
                 max_concurrent: Some(4),
                 spill_quota_mib: Some(64),
+                max_calls_per_round: Some(100),
                 commands: Commands {
                     read_only: vec!["npm test".into()]
                 },
@@ -392,6 +400,11 @@ mod tests {
         assert!(err.contains("line 1"), "{err}");
         let err = Config::parse("max_concurrent = 0").unwrap_err();
         assert!(err.contains("at least 1"), "{err}");
+        let err = Config::parse("max_calls_per_round = 0").unwrap_err();
+        assert!(
+            err.contains("max_calls_per_round must be at least 1"),
+            "{err}"
+        );
         let err = Config::parse("[commands]\nread_only = \"ls\"").unwrap_err();
         assert!(err.contains("line 2"), "{err}");
     }

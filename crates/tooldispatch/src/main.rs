@@ -3,6 +3,7 @@
 mod agent_cmd;
 mod bench;
 mod bench_http;
+mod bench_memory;
 mod bench_scripts;
 mod commands;
 mod config;

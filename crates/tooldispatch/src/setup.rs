@@ -414,6 +414,9 @@ pub fn build(
     if let Some(mib) = config.spill_quota_mib {
         config_engine.spill_quota = mib.saturating_mul(1024 * 1024);
     }
+    if let Some(n) = config.max_calls_per_round {
+        config_engine.max_calls_per_round = n;
+    }
     if let Some(n) = common.max_concurrent.or(config.max_concurrent) {
         if n == 0 {
             return Err(CliError::input("--max-concurrent must be at least 1"));

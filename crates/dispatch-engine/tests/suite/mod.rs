@@ -6,6 +6,7 @@ pub mod error_memory_tests;
 mod fuzz;
 mod gate_tests;
 pub mod journal_tests;
+mod limits_tests;
 mod long_run_tests;
 mod preflight_tests;
 mod properties;

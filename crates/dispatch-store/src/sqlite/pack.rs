@@ -50,15 +50,17 @@ impl Blobs {
     }
 
     /// Pack `docs` (JSON texts, each with the texts inside it that may be cut out) into one
-    /// deflated body.
-    pub(super) fn pack<'t>(
+    /// deflated body. The documents are taken one at a time: a caller that makes each one's
+    /// text as it goes never holds all of them at once.
+    pub(super) fn pack<'t, D: AsRef<str>>(
         &mut self,
-        docs: impl IntoIterator<Item = (&'t str, Vec<&'t str>)>,
+        docs: impl IntoIterator<Item = (D, Vec<&'t str>)>,
     ) -> Result<Vec<u8>, JobError> {
         let mut lens = String::new();
         let mut cuts = String::new();
         let mut text = String::new();
         for (doc, large) in docs {
+            let doc = doc.as_ref();
             push_number(&mut lens, doc.len());
             let mut found: Vec<(usize, usize, &str)> = Vec::new();
             // The texts mostly come in document order: looking from the end of the last cut

@@ -161,25 +161,16 @@ pub(super) fn encode(record: RoundRecord, now_ms: i64) -> Result<EncodedRound, J
     let events = if record.events.is_empty() {
         None
     } else {
-        let docs: Vec<(String, Vec<String>)> = record
-            .events
-            .iter()
-            .map(|event| {
-                let mut large = Vec::new();
-                event.for_each_text(&mut |text| {
-                    if text.len() >= pack::BLOB_MIN {
-                        large.push(text.to_string());
-                    }
-                });
-                (event.to_json(), large)
-            })
-            .collect();
-        let body = blobs.pack(docs.iter().map(|(json, large)| {
-            let texts = shared
-                .iter()
-                .copied()
-                .chain(large.iter().map(String::as_str));
-            (json.as_str(), texts.collect())
+        // One event's JSON at a time, its large texts lent by the event: a round whose
+        // events carry 50 MB of arguments does not hold them twice more here.
+        let body = blobs.pack(record.events.iter().map(|event| {
+            let mut texts = shared.clone();
+            event.for_each_text(&mut |text| {
+                if text.len() >= pack::BLOB_MIN {
+                    texts.push(text);
+                }
+            });
+            (event.to_json(), texts)
         }))?;
         Some((i64::try_from(record.events.len()).unwrap_or(i64::MAX), body))
     };

@@ -570,7 +570,7 @@ impl crate::EventJson for ResultEvent {
     fn to_json(&self) -> String {
         json!({"type": "ToolResult", "result": self.result}).to_string()
     }
-    fn for_each_text(&self, each: &mut dyn FnMut(&str)) {
+    fn for_each_text<'a>(&'a self, each: &mut dyn FnMut(&'a str)) {
         each(&self.result);
     }
 }

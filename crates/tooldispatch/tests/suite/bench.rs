@@ -167,3 +167,49 @@ fn bench_http_answers_every_call_once_in_order_on_the_daemon_and_the_echo_baseli
     assert_eq!(lines[2]["bench"], "http");
     assert_eq!(lines[2]["all_calls_answered_once_in_order"], true);
 }
+
+/// `bench memory` with tiny sizes: a line per size for the CLI and the daemon, and one for the
+/// refused largest body. Only the shape and the refusal are checked; the numbers are printed.
+#[test]
+fn bench_memory_prints_a_line_per_size_and_target_and_the_refused_body() {
+    let td = Td::new();
+    let output = td
+        .bare()
+        .args(["bench", "memory", "--n", "1,2", "--reps", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let shape: Vec<(Value, Value, Value)> = lines
+        .iter()
+        .map(|l| (l["target"].clone(), l["n"].clone(), l["code"].clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (json!("cli"), json!(1), Value::Null),
+            (json!("cli"), json!(2), Value::Null),
+            (json!("daemon"), json!(1), Value::Null),
+            (json!("daemon"), json!(2), Value::Null),
+            (json!("daemon"), Value::Null, json!("too_many_calls")),
+        ]
+    );
+    for line in &lines {
+        let peak = line
+            .get("peak_rss_kib_median")
+            .or_else(|| line.get("peak_rss_kib"))
+            .and_then(Value::as_f64)
+            .unwrap_or_else(|| panic!("no peak: {line}"));
+        assert!(peak > 0.0, "{line}");
+    }
+    assert_eq!(lines[4]["status"], json!(400));
+}

@@ -783,3 +783,35 @@ fn shutdown_stops_the_background_jobs_the_daemon_started() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `max_calls_per_round` from the config file: a larger reply is `400 too_many_calls`, before
+/// the session is registered or anything of the round runs or is committed.
+#[test]
+fn a_round_over_max_calls_per_round_is_refused_with_400_and_leaves_no_trace() {
+    use super::limits::calculations;
+    let td = Td::new();
+    let config = td.file("config.toml", "max_calls_per_round = 2\n");
+    let daemon = td.serve("127.0.0.1:0", &["--config", config.to_str().unwrap()], &[]);
+    daemon.post_ok("/v1/sessions/m/rounds?run=r1", &select("f1", "calculate"));
+    let refused = daemon.post("/v1/sessions/m/rounds?run=r1", &calculations(3));
+    refused.assert_error(400, "too_many_calls", &daemon.stderr());
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "the reply has 3 tool calls; a round takes at most 2 (max_calls_per_round in the config file)"
+    );
+    daemon
+        .post("/v1/sessions/fresh/rounds?run=r1", &calculations(3))
+        .assert_error(400, "too_many_calls", &daemon.stderr());
+    let listed = daemon.get("/v1/sessions").json_ok(&daemon.stderr());
+    assert!(
+        !listed.to_string().contains("fresh"),
+        "a refused round registered its session: {listed}"
+    );
+    // Exactly at the limit: round 2 of the run, as if the refused one never came.
+    let answered = daemon.post("/v1/sessions/m/rounds?run=r1", &calculations(2));
+    assert_eq!(answered.header("x-tooldispatch-round"), Some("2"));
+    assert_eq!(
+        answered.json_ok(&daemon.stderr()).as_array().unwrap().len(),
+        2
+    );
+}

@@ -9,6 +9,7 @@ mod examples;
 mod extensions;
 mod files;
 mod interactive;
+mod limits;
 mod mcp_client;
 mod replay;
 mod sandbox;
