@@ -65,14 +65,8 @@ struct Block {
 
 impl StreamState for MessageStream {
     fn event(&mut self, event: &SseEvent, emit: &dyn Fn(ModelEvent)) -> Result<bool, String> {
-        let data: Value = serde_json::from_str(&event.data)
-            .map_err(|e| format!("an event is not JSON ({e}): {:?}", event.data))?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .ok_or_else(|| format!("an event has no type: {:?}", event.data))?;
-        match kind {
+        let (data, kind) = crate::client::typed(event)?;
+        match kind.as_str() {
             "message_start" => {
                 let usage = data.pointer("/message/usage").unwrap_or(&Value::Null);
                 // input_tokens leaves out what the cache served; the prompt is all three.
@@ -87,7 +81,7 @@ impl StreamState for MessageStream {
                 self.usage.output_tokens = u64_at(usage, "/output_tokens").unwrap_or(0);
             }
             "content_block_start" => {
-                let index = index_of(&data, kind)?;
+                let index = index_of(&data, &kind)?;
                 let Some(Value::Object(block)) = data.get("content_block") else {
                     return Err(format!("{kind} {index} has no content_block object"));
                 };
@@ -100,7 +94,7 @@ impl StreamState for MessageStream {
                 );
             }
             "content_block_delta" => {
-                let index = index_of(&data, kind)?;
+                let index = index_of(&data, &kind)?;
                 let delta = data.get("delta").unwrap_or(&Value::Null);
                 let block = self
                     .blocks
@@ -144,7 +138,7 @@ impl StreamState for MessageStream {
                 }
             }
             "content_block_stop" => {
-                let index = index_of(&data, kind)?;
+                let index = index_of(&data, &kind)?;
                 let block = self
                     .blocks
                     .get_mut(&index)

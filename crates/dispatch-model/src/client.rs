@@ -86,6 +86,20 @@ pub(crate) trait StreamState: Send {
     fn finish(self: Box<Self>) -> Result<Turn, String>;
 }
 
+/// An event's JSON and its type: the `type` field, which repeats the SSE event name and which
+/// every event of the Anthropic and Responses streams carries, else the event name.
+pub(crate) fn typed(event: &SseEvent) -> Result<(Value, String), String> {
+    let data: Value = serde_json::from_str(&event.data)
+        .map_err(|e| format!("an event is not JSON ({e}): {:?}", event.data))?;
+    let kind = data
+        .get("type")
+        .and_then(Value::as_str)
+        .or(event.event.as_deref())
+        .ok_or_else(|| format!("an event has no type: {:?}", event.data))?
+        .to_owned();
+    Ok((data, kind))
+}
+
 /// A model from `[models.<name>]`, ready to take turns.
 #[derive(Debug)]
 pub struct ModelClient {

@@ -40,15 +40,8 @@ pub(crate) struct ResponseStream {
 
 impl StreamState for ResponseStream {
     fn event(&mut self, event: &SseEvent, emit: &dyn Fn(ModelEvent)) -> Result<bool, String> {
-        let data: Value = serde_json::from_str(&event.data)
-            .map_err(|e| format!("an event is not JSON ({e}): {:?}", event.data))?;
-        // `type` repeats the SSE event name; it is the one every event carries.
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .ok_or_else(|| format!("an event has no type: {:?}", event.data))?;
-        match kind {
+        let (data, kind) = crate::client::typed(event)?;
+        match kind.as_str() {
             "response.output_text.delta" => {
                 let delta = data
                     .get("delta")

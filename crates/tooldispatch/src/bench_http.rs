@@ -451,8 +451,9 @@ async fn post(client: &reqwest::Client, url: &str, body: String) -> Result<(u16,
     Ok((status, text))
 }
 
-/// An OpenAI chat assistant message with these (id, tool, arguments) calls.
-fn reply(calls: &[(String, &str, Value)]) -> String {
+/// An OpenAI chat assistant message with these (id, tool, arguments) calls (also the
+/// memory benchmark's rounds).
+pub(crate) fn reply(calls: &[(String, &str, Value)]) -> String {
     let calls: Vec<Value> = calls
         .iter()
         .map(|(id, name, args)| {

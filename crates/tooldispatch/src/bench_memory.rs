@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::CliError;
-use crate::bench_http::TempDir;
+use crate::bench_http::{TempDir, reply};
 
 /// How long the daemon is left idle before its resident memory is read "after" a round: the
 /// allocator returns freed memory after a short delay, not at once.
@@ -400,18 +400,6 @@ fn body_of_calls(bytes: usize) -> (String, usize) {
     }
     body.push_str("]}");
     (body, calls)
-}
-
-/// An OpenAI chat assistant message with these (id, tool, arguments) calls.
-fn reply(calls: &[(String, &str, Value)]) -> String {
-    let calls: Vec<Value> = calls
-        .iter()
-        .map(|(id, name, args)| {
-            json!({"id": id, "type": "function",
-                   "function": {"name": name, "arguments": args.to_string()}})
-        })
-        .collect();
-    json!({"role": "assistant", "content": null, "tool_calls": calls}).to_string()
 }
 
 fn median(values: &mut [f64]) -> f64 {
