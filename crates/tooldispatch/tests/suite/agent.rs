@@ -237,3 +237,107 @@ fn a_missing_key_is_bad_input_that_says_where_to_put_it() {
     );
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// At a terminal (a real pseudo-terminal, through `script`), the agent asks before each call
+/// that needs approval: the first edit is approved and made, the second declined and not made,
+/// and the model reads both outcomes.
+#[test]
+fn at_a_terminal_one_call_is_approved_and_one_declined() {
+    use std::io::{Read, Write};
+    let td = Td::new();
+    let edit = |id: &str, path: &str| {
+        (
+            id.to_string(),
+            json!({"name": "edit_file", "args": {"path": path, "content": "written"}}),
+        )
+    };
+    let (e1, a1) = edit("e1", "approved.txt");
+    let (e2, a2) = edit("e2", "declined.txt");
+    let (base, seen) = model_server(vec![
+        calling(&[("c1", "find_tools", json!({"query": "select:edit_file"}))]),
+        calling(&[(&e1, "run_tool", a1), (&e2, "run_tool", a2)]),
+        answer("One file written."),
+    ]);
+    store_key(&td);
+    let config = config(&td, &base);
+    let command = format!(
+        "{} agent --session pty --workdir {} --store sqlite:{} --config {} 'write two files'",
+        assert_cmd::cargo::cargo_bin("tooldispatch").display(),
+        td.workdir().display(),
+        td.store_path().display(),
+        config.display()
+    );
+    let mut script = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("XDG_DATA_HOME", td.data_dir())
+        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
+        .env_remove("TOOLDISPATCH_STORE")
+        .env_remove("TOOLDISPATCH_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs the command in a pseudo-terminal");
+    let mut stdout = script.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdin = script.stdin.take().unwrap();
+    let mut shown = Vec::new();
+    // Answer each prompt once it is up, as a person would.
+    for (nth, reply) in [(1, "y\n"), (2, "n not now\n")] {
+        while String::from_utf8_lossy(&shown)
+            .matches("wants to run")
+            .count()
+            < nth
+        {
+            let chunk = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "prompt {nth} never came: {}",
+                        String::from_utf8_lossy(&shown)
+                    )
+                });
+            shown.extend(chunk);
+        }
+        stdin.write_all(reply.as_bytes()).unwrap();
+    }
+    let status = script.wait().unwrap();
+    while let Ok(chunk) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
+        shown.extend(chunk);
+    }
+    let shown = String::from_utf8_lossy(&shown);
+    assert!(status.success(), "{shown}");
+    assert!(shown.contains("One file written."), "{shown}");
+    let work = td.workdir();
+    assert_eq!(
+        std::fs::read_to_string(work.join("approved.txt"))
+            .ok()
+            .as_deref(),
+        Some("written")
+    );
+    assert!(!work.join("declined.txt").exists());
+    let seen = seen.lock().unwrap();
+    let results: Vec<(String, String)> = seen[2].1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .skip(1)
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].1.starts_with("[edit_file]"), "{results:?}");
+    assert!(results[1].1.contains("not now"), "{results:?}");
+}
