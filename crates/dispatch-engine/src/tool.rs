@@ -178,6 +178,10 @@ impl Exclude {
                 .collect(),
         }
     }
+    /// The entries as given (trimmed), to pass on (a subagent inherits its parent's).
+    pub fn entries(&self) -> &[String] {
+        &self.entries
+    }
     pub fn contains(&self, name: &str) -> bool {
         self.entries.iter().any(|e| match e.strip_suffix('*') {
             Some(prefix) => name.starts_with(prefix),

@@ -4,6 +4,7 @@
 
 use dispatch_engine::{Registry, RegistryError, register_system_tools};
 
+pub mod agents;
 mod builtin;
 #[cfg(test)]
 mod core_tools_tests;
@@ -62,6 +63,8 @@ pub struct ToolsConfig {
     pub sandbox: shell::process::SandboxConfig,
     /// The script and ext tools test_tool may run by name; `None`: drafts only.
     pub extensions: Option<std::sync::Arc<extensions::ExtensionTools>>,
+    /// Where subagents find the agent loop once the engine exists (empty: no model).
+    pub legs: agents::Legs,
 }
 
 impl Default for ToolsConfig {
@@ -73,6 +76,7 @@ impl Default for ToolsConfig {
             read_only_commands: shell::ReadOnlyCommands::default(),
             sandbox: shell::process::SandboxConfig::default(),
             extensions: None,
+            legs: agents::Legs::default(),
         }
     }
 }
@@ -124,6 +128,7 @@ pub fn builtin_registry_with(
             web::SearchWeb::new(config.search.clone(), stores).with_filter(config.filter.clone()),
         ),
         builtin(web::PublicApiList),
+        builtin(agents::Subagents::new(config.legs.clone())),
         builtin(extensions::TestTool::new(
             config.sandbox.clone(),
             config.extensions.clone(),
@@ -145,8 +150,7 @@ mod tests {
 
     /// Seed tools not built yet, each with the issue that builds it. The seed test below fails
     /// once one of them is registered, so the entry goes when the tool arrives.
-    const NOT_YET_BUILT: [(&str, &str); 4] = [
-        ("subagents", "issue 17"),
+    const NOT_YET_BUILT: [(&str, &str); 3] = [
         ("background_subagents", "issue 17"),
         ("list_chatbot", "issue 18"),
         ("send_to_chatbot", "issue 18"),

@@ -84,7 +84,7 @@ pub async fn run(args: AgentArgs) -> Result<(), CliError> {
         store,
         ..
     } = setup;
-    let agent = Agent::new(Arc::new(engine), store, Arc::new(client), name);
+    let agent = Agent::new(engine, store, Arc::new(client), name);
 
     let progress = Arc::new(Progress::new(std::io::stderr().is_terminal()));
     let mut req = AgentRequest::new(session.clone(), args.task);

@@ -133,7 +133,7 @@ pub async fn run(
     };
     // As `serve` builds it, minus the machine's config file (a benchmark should not depend on it).
     let hub = Hub::new(dispatch_engine::EngineConfig::new(".").confirm_timeout);
-    let (engine, store) = setup::build(&common, None, &Config::default(), hub.clone())?;
+    let (engine, store, _legs) = setup::build(&common, None, &Config::default(), hub.clone())?;
     let bytes_before = store_bytes(store.as_ref()).await;
     let daemon = Daemon::new(Arc::new(engine), hub, store.clone());
 

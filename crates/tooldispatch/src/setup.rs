@@ -261,7 +261,7 @@ pub fn store_file(url: &str) -> Option<PathBuf> {
 
 /// An engine with the MCP servers its tools come from; the servers stop when it drops.
 pub struct Setup {
-    pub engine: Engine,
+    pub engine: Arc<Engine>,
     pub mcp: Option<McpClients>,
     /// The store the engine keeps its state in (the agent keeps its conversation there too).
     pub store: Arc<dyn dispatch_store::Store>,
@@ -284,7 +284,7 @@ pub async fn engine(common: &Common, default_store: Option<&str>) -> Result<Setu
         Approve::All => Arc::new(ApproveAll),
         Approve::Ask => Arc::new(TerminalConfirmer::open().map_err(CliError::input)?),
     };
-    let (engine, store) = build(common, default_store, &config, confirmer)?;
+    let (engine, store, legs) = build(common, default_store, &config, confirmer)?;
     // Secrets for the servers' env and headers live in the user's store, also when this
     // command keeps its own state in memory (replay, mcp list).
     let secrets = match (&common.store, default_store) {
@@ -301,6 +301,7 @@ pub async fn engine(common: &Common, default_store: Option<&str>) -> Result<Setu
     };
     let mcp = start_mcp(&config, &engine, secrets.as_ref(), common.store.as_deref()).await?;
     print_rule_lints(&engine);
+    let engine = shared(engine, &legs, &store, &config);
     Ok(Setup { engine, mcp, store })
 }
 
@@ -366,13 +367,21 @@ pub async fn start_mcp(
     Ok(Some(clients))
 }
 
-/// The engine with this confirmer, and the store it uses.
+/// The engine with this confirmer, the store it uses, and the slot subagents find the agent
+/// loop in (bound by [`shared`] once the engine is shared).
 pub fn build(
     common: &Common,
     default_store: Option<&str>,
     config: &Config,
     confirmer: Arc<dyn Confirmer>,
-) -> Result<(Engine, Arc<dyn dispatch_store::Store>), CliError> {
+) -> Result<
+    (
+        Engine,
+        Arc<dyn dispatch_store::Store>,
+        dispatch_tools::agents::Legs,
+    ),
+    CliError,
+> {
     let workdir = match &common.workdir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -403,6 +412,7 @@ pub fn build(
         stores.clone(),
     ));
     tools.extensions = Some(extensions.clone());
+    let legs = tools.legs.clone();
     let registry = dispatch_tools::builtin_registry_with(&tools, &stores)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());
@@ -435,7 +445,26 @@ pub fn build(
             "tooldispatch: {refused} problem(s) in script or ext tool definitions; those tools are left out (see `tooldispatch tools --check`)"
         );
     }
-    Ok((engine, store))
+    Ok((engine, store, legs))
+}
+
+/// The engine, shared, with subagents' legs running the agent loop on it when the config
+/// file names a model (without one, subagents says so when called).
+fn shared(
+    engine: Engine,
+    legs: &dispatch_tools::agents::Legs,
+    store: &Arc<dyn dispatch_store::Store>,
+    config: &Config,
+) -> Arc<Engine> {
+    let engine = Arc::new(engine);
+    if !config.models.0.is_empty() {
+        legs.bind(Arc::new(dispatch_model::AgentLegs::new(
+            Arc::downgrade(&engine),
+            store.clone(),
+            config.models.0.clone(),
+        )));
+    }
+    engine
 }
 
 /// The engine of a long-lived command (`serve`, `mcp`): built with this confirmer, the MCP
@@ -446,10 +475,10 @@ pub async fn long_lived(
     config: &Config,
     confirmer: Arc<dyn Confirmer>,
 ) -> Result<(Arc<Engine>, Arc<dyn dispatch_store::Store>, Following), CliError> {
-    let (engine, store) = build(common, None, config, confirmer)?;
+    let (engine, store, legs) = build(common, None, config, confirmer)?;
     let clients = start_mcp(config, &engine, store.as_ref(), common.store.as_deref()).await?;
     print_rule_lints(&engine);
-    let engine = Arc::new(engine);
+    let engine = shared(engine, &legs, &store, config);
     let following = Following(clients.map(|clients| {
         let engine = engine.clone();
         tokio::spawn(async move { clients.follow(&engine).await })

@@ -59,12 +59,12 @@ fn ask_questions(tty: &Mutex<File>, questions: &[Question]) -> Option<Vec<String
     let mut tty = tty.lock().ok()?;
     let mut answers = Vec::with_capacity(questions.len());
     for question in questions {
-        tty.write_all(prompt(question).as_bytes())
-            .and_then(|_| tty.flush())
-            .ok()?;
         let line = if question.secret {
-            read_hidden(&mut tty)?
+            read_hidden(&mut tty, &prompt(question))?
         } else {
+            tty.write_all(prompt(question).as_bytes())
+                .and_then(|_| tty.flush())
+                .ok()?;
             read_line(&tty)?
         };
         answers.push(line.trim_end_matches(['\r', '\n']).to_string());
@@ -111,19 +111,19 @@ pub fn prompt_hidden(prompt: &str) -> Result<String, String> {
         .write(true)
         .open("/dev/tty")
         .map_err(|e| format!("cannot open the terminal to ask for the value (/dev/tty: {e}); pipe the value in on stdin instead"))?;
-    tty.write_all(prompt.as_bytes())
-        .map_err(|e| format!("cannot write to the terminal: {e}"))?;
-    read_hidden(&mut tty).ok_or_else(|| "no value was typed".to_string())
+    read_hidden(&mut tty, prompt).ok_or_else(|| "no value was typed".to_string())
 }
 
-/// One line typed with echo off; echo comes back even when reading fails.
-fn read_hidden(tty: &mut File) -> Option<String> {
+/// `prompt`, then one line typed with echo off; echo comes back even when reading fails. Echo
+/// goes off before the prompt shows, so nothing typed as soon as it appears is echoed.
+fn read_hidden(tty: &mut File, prompt: &str) -> Option<String> {
     use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
     let saved = tcgetattr(&*tty).ok()?;
     let mut quiet = saved.clone();
     quiet.local_modes.remove(LocalModes::ECHO);
     tcsetattr(&*tty, OptionalActions::Now, &quiet).ok()?;
-    let line = read_line(tty);
+    let shown = tty.write_all(prompt.as_bytes()).and_then(|_| tty.flush());
+    let line = shown.ok().and_then(|()| read_line(tty));
     let _ = tcsetattr(&*tty, OptionalActions::Now, &saved);
     let _ = tty.write_all(b"\n");
     line

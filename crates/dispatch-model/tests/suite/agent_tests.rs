@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::support::{FakeServer, Reply, client};
 
 /// A streamed Chat Completions answer of plain text.
-fn says(text: &str) -> Reply {
+pub(super) fn says(text: &str) -> Reply {
     stream(
         json!({"role": "assistant", "content": text}),
         "stop",
@@ -24,7 +24,7 @@ fn says(text: &str) -> Reply {
 }
 
 /// A streamed Chat Completions answer calling `(id, name, arguments)`.
-fn calls(calls: &[(&str, &str, Value)]) -> Reply {
+pub(super) fn calls(calls: &[(&str, &str, Value)]) -> Reply {
     let tool_calls: Vec<Value> = calls
         .iter()
         .enumerate()

@@ -5,4 +5,5 @@ mod gemini_tests;
 mod openai_tests;
 mod responses_tests;
 mod retry_tests;
+mod subagent_tests;
 mod support;

@@ -26,6 +26,8 @@ pub struct Reply {
     chunks: Vec<Vec<u8>>,
     /// Keep the connection open after the last chunk, as a model still thinking would.
     hang: bool,
+    /// Wait this long before answering, as a model thinking would.
+    delay: Duration,
 }
 
 impl Reply {
@@ -49,6 +51,7 @@ impl Reply {
             headers: vec![("content-type".into(), "text/event-stream".into())],
             chunks: body.as_bytes().chunks(7).map(<[u8]>::to_vec).collect(),
             hang: false,
+            delay: Duration::ZERO,
         }
     }
 
@@ -58,6 +61,7 @@ impl Reply {
             headers: vec![("content-type".into(), "application/json".into())],
             chunks: vec![body.as_bytes().to_vec()],
             hang: false,
+            delay: Duration::ZERO,
         }
     }
 
@@ -68,6 +72,11 @@ impl Reply {
 
     pub fn hang(mut self) -> Reply {
         self.hang = true;
+        self
+    }
+
+    pub fn delay(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
         self
     }
 }
@@ -108,6 +117,7 @@ impl FakeServer {
                     let reply = replies.lock().unwrap().pop_front().unwrap_or_else(|| {
                         Reply::status(599, r#"{"error":{"message":"no scripted reply left"}}"#)
                     });
+                    tokio::time::sleep(reply.delay).await;
                     let mut head = format!("HTTP/1.1 {} Scripted\r\n", reply.status);
                     for (name, value) in &reply.headers {
                         head.push_str(&format!("{name}: {value}\r\n"));
