@@ -243,7 +243,6 @@ fn a_missing_key_is_bad_input_that_says_where_to_put_it() {
 /// and the model reads both outcomes.
 #[test]
 fn at_a_terminal_one_call_is_approved_and_one_declined() {
-    use std::io::{Read, Write};
     let td = Td::new();
     let edit = |id: &str, path: &str| {
         (
@@ -260,60 +259,30 @@ fn at_a_terminal_one_call_is_approved_and_one_declined() {
     ]);
     store_key(&td);
     let config = config(&td, &base);
-    let command = format!(
-        "{} agent --session pty --workdir {} --store sqlite:{} --config {} 'write two files'",
-        assert_cmd::cargo::cargo_bin("tooldispatch").display(),
-        td.workdir().display(),
-        td.store_path().display(),
-        config.display()
+    let (workdir, store) = (
+        td.workdir().display().to_string(),
+        format!("sqlite:{}", td.store_path().display()),
     );
-    let mut script = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("XDG_DATA_HOME", td.data_dir())
-        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
-        .env_remove("TOOLDISPATCH_STORE")
-        .env_remove("TOOLDISPATCH_CONFIG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("`script` (util-linux) runs the command in a pseudo-terminal");
-    let mut stdout = script.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 1024];
-        while let Ok(n) = stdout.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut stdin = script.stdin.take().unwrap();
-    let mut shown = Vec::new();
-    // Answer each prompt once it is up, as a person would.
-    for (nth, reply) in [(1, "y\n"), (2, "n not now\n")] {
-        while String::from_utf8_lossy(&shown)
-            .matches("wants to run")
-            .count()
-            < nth
-        {
-            let chunk = rx
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "prompt {nth} never came: {}",
-                        String::from_utf8_lossy(&shown)
-                    )
-                });
-            shown.extend(chunk);
-        }
-        stdin.write_all(reply.as_bytes()).unwrap();
-    }
-    let status = script.wait().unwrap();
-    while let Ok(chunk) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
-        shown.extend(chunk);
-    }
-    let shown = String::from_utf8_lossy(&shown);
-    assert!(status.success(), "{shown}");
+    let config = config.display().to_string();
+    let mut terminal = Terminal::start(
+        &td,
+        &[
+            "agent",
+            "--session",
+            "pty",
+            "--workdir",
+            &workdir,
+            "--store",
+            &store,
+            "--config",
+            &config,
+            "write two files",
+        ],
+    );
+    terminal.answer("wants to run", 1, "y\n");
+    terminal.answer("wants to run", 2, "n not now\n");
+    let (ok, shown) = terminal.finish();
+    assert!(ok, "{shown}");
     assert!(shown.contains("One file written."), "{shown}");
     let work = td.workdir();
     assert_eq!(

@@ -80,53 +80,15 @@ fn a_bad_name_or_an_empty_value_is_bad_input() {
 }
 
 /// At a terminal the value is typed at a prompt with echo off: it is stored, and the terminal
-/// never shows it. `script` gives the command a pseudo-terminal as its controlling terminal.
+/// never shows it.
 #[tokio::test]
 async fn at_a_terminal_the_value_is_typed_hidden() {
-    use std::io::{Read, Write};
     let td = Td::new();
-    let bin = assert_cmd::cargo::cargo_bin("tooldispatch");
-    let command = format!(
-        "{} secret set TYPED --store sqlite:{}",
-        bin.display(),
-        td.store_path().display()
-    );
-    let mut script = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("XDG_DATA_HOME", td.data_dir())
-        .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
-        .env_remove("TOOLDISPATCH_STORE")
-        .env_remove("TOOLDISPATCH_CONFIG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("`script` (util-linux) runs the command in a pseudo-terminal");
-    let mut stdout = script.stdout.take().unwrap();
-    // Type only once the prompt is up (echo is off by then), as a person would.
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 256];
-        while let Ok(n) = stdout.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut shown = Vec::new();
-    while !String::from_utf8_lossy(&shown).contains("typing is hidden") {
-        let chunk = rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the prompt never came");
-        shown.extend(chunk);
-    }
-    let mut stdin = script.stdin.take().unwrap();
-    stdin.write_all(b"hunter2\n").unwrap();
-    drop(stdin);
-    assert!(script.wait().unwrap().success());
-    while let Ok(chunk) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
-        shown.extend(chunk);
-    }
-    let shown = String::from_utf8_lossy(&shown);
+    let store = format!("sqlite:{}", td.store_path().display());
+    let mut terminal = Terminal::start(&td, &["secret", "set", "TYPED", "--store", &store]);
+    terminal.answer("typing is hidden", 1, "hunter2\n");
+    let (ok, shown) = terminal.finish();
+    assert!(ok, "{shown}");
     assert!(
         !shown.contains("hunter2"),
         "the terminal showed the value: {shown}"

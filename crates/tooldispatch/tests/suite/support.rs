@@ -450,3 +450,86 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 pub fn sandbox_present() -> bool {
     dispatch_sandbox::Sandbox::present_or_skip()
 }
+
+/// `tooldispatch ARGS` in a real pseudo-terminal as its controlling terminal (util-linux
+/// `script`), with this test's data directory; a test answers prompts as a person would, once
+/// each prompt is up.
+pub struct Terminal {
+    script: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    output: std::sync::mpsc::Receiver<Vec<u8>>,
+    shown: Vec<u8>,
+}
+
+impl Terminal {
+    /// Each argument is quoted for the shell `script` runs the command with.
+    pub fn start(td: &Td, args: &[&str]) -> Terminal {
+        use std::io::Read;
+        let quote = |a: &str| format!("'{}'", a.replace('\'', r"'\''"));
+        let bin = assert_cmd::cargo::cargo_bin("tooldispatch");
+        let mut command = quote(&bin.display().to_string());
+        for arg in args {
+            command.push(' ');
+            command.push_str(&quote(arg));
+        }
+        let mut script = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("XDG_DATA_HOME", td.data_dir())
+            .env("XDG_CONFIG_HOME", td.data_dir().join("no-config"))
+            .env_remove("TOOLDISPATCH_STORE")
+            .env_remove("TOOLDISPATCH_CONFIG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("`script` (util-linux) runs the command in a pseudo-terminal");
+        let mut stdout = script.stdout.take().unwrap();
+        let (tx, output) = std::sync::mpsc::channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Terminal {
+            stdin: script.stdin.take(),
+            script,
+            output,
+            shown: Vec::new(),
+        }
+    }
+
+    /// Wait until the terminal has shown `text` `nth` times, then type `keys`.
+    pub fn answer(&mut self, text: &str, nth: usize, keys: &str) {
+        use std::io::Write;
+        while String::from_utf8_lossy(&self.shown).matches(text).count() < nth {
+            let chunk = self
+                .output
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{text:?} (#{nth}) never showed: {}",
+                        String::from_utf8_lossy(&self.shown)
+                    )
+                });
+            self.shown.extend(chunk);
+        }
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(keys.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Wait for the command to end: whether it succeeded, and all the terminal showed.
+    pub fn finish(mut self) -> (bool, String) {
+        drop(self.stdin.take());
+        let status = self.script.wait().unwrap();
+        while let Ok(chunk) = self.output.recv_timeout(Duration::from_secs(5)) {
+            self.shown.extend(chunk);
+        }
+        (
+            status.success(),
+            String::from_utf8_lossy(&self.shown).into_owned(),
+        )
+    }
+}
