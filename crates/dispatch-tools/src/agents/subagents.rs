@@ -124,7 +124,8 @@ fn leg_session(parent: &str, args: &SubagentsArgs, call_id: &str) -> Result<Stri
     };
     // Long parents are shortened by a hash so the id stays within the session-id limit.
     let parent = if parent.len() > 48 {
-        format!("{}-{}", &parent[..32], short_hash(parent))
+        let head: String = parent.chars().take(32).collect();
+        format!("{head}-{}", short_hash(parent))
     } else {
         parent.to_string()
     };
