@@ -218,6 +218,28 @@ try {
   check(JSON.stringify(shown) === '["completed","in_progress","pending"]', `the todo list shows ${JSON.stringify(shown)}`);
   await shot('5-todos');
 
+  // (f) the agent prompt: a task typed in the page, its one call approved by click, the answer shown
+  step = 'agent prompt';
+  const version = await ok('GET', '/v1/version');
+  check((version.json.agent_models || []).includes('fake'), `the daemon offers no agent model (is the test's config with [models.fake] given to serve?): ${version.text}`);
+  await page.waitForSelector('#agent-box:not([hidden])', { timeout: WAIT });
+  const agentFile = path.join(workdir, 'agent-wrote.txt');
+  await page.fill('[data-testid="agent-task"]', 'Write agent-wrote.txt');
+  await page.click('[data-testid="agent-send"]');
+  const agentCard = await page.waitForSelector(`[data-testid="confirmation"][data-session="${session}"]`, { timeout: WAIT });
+  check(!fs.existsSync(agentFile), 'the agent wrote its file before the call was approved');
+  await agentCard.$eval('[data-testid="approve"]', (b) => b.click());
+  const agentAnswer = await page.waitForSelector('[data-testid="agent-answer"]', { timeout: WAIT });
+  const answerShown = await agentAnswer.textContent();
+  check(answerShown === 'Wrote agent-wrote.txt after your approval.', `the page shows the answer ${JSON.stringify(answerShown)}`);
+  check(fs.existsSync(agentFile) && fs.readFileSync(agentFile, 'utf8') === 'written by the agent\n', `${agentFile} does not hold what the approved call wrote`);
+  const asked = await page.$$eval('[data-testid="agent-log"] .msg.user', (els) => els.map((e) => e.textContent));
+  check(JSON.stringify(asked) === '["Write agent-wrote.txt"]', `the task is shown as ${JSON.stringify(asked)}, not once`);
+  await page.waitForFunction(() => !document.querySelector('[data-testid="agent-send"]').disabled, null, { timeout: WAIT });
+  const statusShown = await page.$eval('[data-testid="agent-status"]', (el) => el.textContent);
+  check(statusShown.startsWith('Done: 2 rounds'), `the status line says ${JSON.stringify(statusShown)}`);
+  await shot('7-agent');
+
   // A narrow screen, replaying the whole session from the store.
   step = 'narrow screen';
   const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });

@@ -6,7 +6,10 @@
 
 use std::sync::Arc;
 
-use dispatch_engine::{Engine, EngineError, EventSink, RoundRequest, Status};
+use async_trait::async_trait;
+use dispatch_engine::{
+    AnswerRequest, Engine, EngineError, EventSink, RoundOutcome, RoundRequest, Status,
+};
 use dispatch_store::{AgentStore, ConversationEntry, PendingTask, StoreError};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -37,6 +40,28 @@ pub struct AgentRequest {
     pub on_event: Option<Arc<dyn Fn(AgentEvent) + Send + Sync>>,
     /// Sees every round event as it happens.
     pub round_events: Option<Arc<dyn EventSink>>,
+    /// Runs the turn's rounds; `None`: the engine's own `round`. The daemon runs them on the
+    /// session's feed, so watchers see them and approve their calls.
+    pub rounds: Option<Arc<dyn RoundRunner>>,
+    /// Go on with a turn that waits on the user ([`AgentEnd::Waiting`]): the answers become
+    /// the asking call's result and the model is called again. `task` is not used then.
+    pub answer: Option<TaskAnswer>,
+}
+
+/// The user's answers to the task a turn waits on.
+#[derive(Clone, Debug)]
+pub struct TaskAnswer {
+    /// The waiting task's `task_hash`.
+    pub task: String,
+    /// One answer per question, in order.
+    pub answers: Vec<String>,
+}
+
+/// Runs the loop's rounds (and answers) in place of [`Engine::round`] and [`Engine::answer`].
+#[async_trait]
+pub trait RoundRunner: Send + Sync {
+    async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, AgentError>;
+    async fn answer(&self, req: AnswerRequest) -> Result<RoundOutcome, AgentError>;
 }
 
 impl AgentRequest {
@@ -51,6 +76,8 @@ impl AgentRequest {
             cancel: CancellationToken::new(),
             on_event: None,
             round_events: None,
+            rounds: None,
+            answer: None,
         }
     }
 }
@@ -122,6 +149,18 @@ pub enum AgentError {
     Conversation(String),
     #[error("the agent was cancelled")]
     Cancelled,
+    /// A new task came while the session's turn waits on the user.
+    #[error(
+        "session {session} waits on the user: its {tool} call (task {task}) needs an answer before the agent can take a new task; send the answers for that task to continue"
+    )]
+    WaitsOnUser {
+        session: String,
+        tool: String,
+        task: String,
+    },
+    /// The round could not be run where the loop runs its rounds (a daemon shutting down…).
+    #[error("{0}")]
+    Dispatch(String),
 }
 
 /// A model, an engine and the store the conversation lives in.
@@ -165,12 +204,61 @@ impl Agent {
             )));
         }
         let turn_number = 1 + stored.iter().filter(|e| is_user_task(&e.message)).count();
-        let run = format!("turn-{turn_number}");
+        let mut run = format!("turn-{turn_number}");
         let mut history: Vec<Value> = stored.into_iter().map(|e| e.message).collect();
+        let waiting = self.engine.pending(&req.session).await?;
 
-        let user = user_message(provider, &req.task);
-        self.remember(&req.session, api, vec![user.clone()]).await?;
-        history.push(user);
+        // A parked call has no result yet: the conversation cannot take a new task (its
+        // provider would refuse the unanswered call) until the answer gives it one.
+        let answered = match &req.answer {
+            None => {
+                if let Some(task) = waiting.first() {
+                    return Err(AgentError::WaitsOnUser {
+                        session: req.session.clone(),
+                        tool: task.tool.clone(),
+                        task: task.task_hash.clone(),
+                    });
+                }
+                let user = user_message(provider, &req.task);
+                self.remember(&req.session, api, vec![user.clone()]).await?;
+                history.push(user);
+                None
+            }
+            Some(answer) => {
+                let Some(task) = waiting.iter().find(|t| t.task_hash == answer.task) else {
+                    let open: Vec<&str> = waiting.iter().map(|t| t.task_hash.as_str()).collect();
+                    return Err(AgentError::Conversation(format!(
+                        "session {} has no task {} waiting for an answer{}",
+                        req.session,
+                        answer.task,
+                        if open.is_empty() {
+                            "; nothing waits, so send a new task instead".to_string()
+                        } else {
+                            format!(" (waiting: {})", open.join(", "))
+                        }
+                    )));
+                };
+                // The turn that asked goes on, in the run that parked.
+                run = task.run.clone();
+                let mut resume = AnswerRequest::new(
+                    req.session.clone(),
+                    task.task_hash.clone(),
+                    answer.answers.clone(),
+                );
+                resume.request.provider = wire;
+                resume.request.cancel = req.cancel.clone();
+                resume.request.live = req.round_events.clone();
+                let done = match &req.rounds {
+                    Some(runner) => runner.answer(resume).await?,
+                    None => self.engine.answer(resume).await?,
+                };
+                let results = done.render(wire);
+                self.remember(&req.session, api, results.clone()).await?;
+                history.extend(results);
+                Some(done)
+            }
+        };
+        let mut history = crate::history::coalesce(provider, history);
 
         let mut outcome = AgentOutcome {
             session: req.session.clone(),
@@ -179,7 +267,7 @@ impl Agent {
             end: AgentEnd::MaxRounds {
                 rounds: req.max_rounds,
             },
-            rounds: 0,
+            rounds: u32::from(answered.is_some()),
             input_tokens: 0,
             output_tokens: 0,
         };
@@ -269,7 +357,10 @@ impl Agent {
             round.allow_all = req.allow_all;
             round.cancel = req.cancel.clone();
             round.live = req.round_events.clone();
-            let done = self.engine.round(round).await?;
+            let done = match &req.rounds {
+                Some(runner) => runner.round(round).await?,
+                None => self.engine.round(round).await?,
+            };
             outcome.rounds += 1;
             let mut entries = Vec::new();
             crate::append_round(provider, &mut entries, &answer.message, done.render(wire));

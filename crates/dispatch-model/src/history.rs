@@ -23,6 +23,45 @@ pub fn append_round(
     history.extend(results);
 }
 
+/// Results of one model reply that were stored in two parts (the calls that ran when the
+/// round parked on the user, then the answer) made one message again where the provider
+/// wants all of a reply's results in the message after it (Anthropic, Gemini).
+pub fn coalesce(provider: ProviderKind, history: Vec<Value>) -> Vec<Value> {
+    let (list, kind) = match provider {
+        ProviderKind::Anthropic => ("content", "tool_result"),
+        ProviderKind::Gemini => ("parts", "functionResponse"),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => return history,
+    };
+    let only_results = |message: &Value| {
+        message.get("role").and_then(Value::as_str) == Some("user")
+            && message
+                .get(list)
+                .and_then(Value::as_array)
+                .is_some_and(|items| {
+                    !items.is_empty()
+                        && items.iter().all(|item| {
+                            item.get("type").and_then(Value::as_str) == Some(kind)
+                                || item.get(kind).is_some()
+                        })
+                })
+    };
+    let mut out: Vec<Value> = Vec::with_capacity(history.len());
+    for message in history {
+        if only_results(&message)
+            && let Some(last) = out.last_mut().filter(|last| only_results(last))
+            && let (Some(into), Some(Value::Array(more))) = (
+                last.get_mut(list).and_then(Value::as_array_mut),
+                message.get(list).cloned(),
+            )
+        {
+            into.extend(more);
+            continue;
+        }
+        out.push(message);
+    }
+    out
+}
+
 fn is_empty(provider: ProviderKind, message: &Value) -> bool {
     let empty_array = |v: Option<&Value>| v.and_then(Value::as_array).is_some_and(Vec::is_empty);
     match provider {
@@ -75,6 +114,47 @@ mod tests {
             vec![result.clone()],
         );
         assert_eq!(history, vec![message, result]);
+    }
+
+    #[test]
+    fn results_stored_in_two_parts_go_back_as_one_message() {
+        let anthropic = vec![
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": "a"}, {"type": "tool_use", "id": "b"}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b"}]}),
+            json!({"role": "user", "content": "next task"}),
+        ];
+        assert_eq!(
+            coalesce(ProviderKind::Anthropic, anthropic.clone()),
+            vec![
+                anthropic[0].clone(),
+                json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "a"},
+                    {"type": "tool_result", "tool_use_id": "b"}]}),
+                anthropic[3].clone(),
+            ]
+        );
+        let gemini = vec![
+            json!({"role": "user", "parts": [{"functionResponse": {"name": "x"}}]}),
+            json!({"role": "user", "parts": [{"functionResponse": {"name": "ask_user"}}]}),
+        ];
+        assert_eq!(
+            coalesce(ProviderKind::Gemini, gemini),
+            vec![json!({"role": "user", "parts": [
+                {"functionResponse": {"name": "x"}},
+                {"functionResponse": {"name": "ask_user"}}]})]
+        );
+        // Two user tasks are never merged, nor are OpenAI's separate tool messages.
+        let tasks = vec![
+            json!({"role": "user", "content": "one"}),
+            json!({"role": "user", "content": "two"}),
+        ];
+        assert_eq!(coalesce(ProviderKind::Anthropic, tasks.clone()), tasks);
+        let openai = vec![
+            json!({"role": "tool", "tool_call_id": "a", "content": "1"}),
+            json!({"role": "tool", "tool_call_id": "b", "content": "2"}),
+        ];
+        assert_eq!(coalesce(ProviderKind::OpenAi, openai.clone()), openai);
     }
 
     #[test]

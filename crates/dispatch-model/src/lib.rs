@@ -21,7 +21,7 @@ mod sse;
 
 pub use agent::{
     Agent, AgentEnd, AgentError, AgentEvent, AgentOutcome, AgentRequest, DEFAULT_MAX_ROUNDS,
-    DEFAULT_SYSTEM_PROMPT, user_message,
+    DEFAULT_SYSTEM_PROMPT, RoundRunner, TaskAnswer, user_message,
 };
 pub use client::{ModelClient, ModelEvent, StopReason, Turn, TurnRequest, Usage};
 pub use config::{ApiKey, KeySource, ModelConfig, ProviderKind, Reasoning};

@@ -1,4 +1,5 @@
-// tooldispatch web console: sessions, live round timelines, confirmations, ask_user answers, todos.
+// tooldispatch web console: sessions, live round timelines, confirmations, ask_user answers, todos,
+// and a prompt box that runs agent turns when the daemon has a model.
 // Every text that comes from events is model-controlled: it only ever goes into text nodes.
 'use strict';
 
@@ -71,6 +72,8 @@ const S = {
   todos: null,
   confirmations: [],
   pending: [],
+  agentModels: [],     // the daemon's models (GET /v1/version); none: no prompt box
+  agent: { running: false, mine: null, draft: null, waiting: null, finished: new Set() },
 };
 
 const ms = (v) => (v === undefined || v === null ? '' : v < 10 ? `${v.toFixed(1)} ms` : v < 10000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
@@ -134,6 +137,11 @@ function select(id) {
   $('session-view').hidden = false;
   $('session-title').textContent = id;
   $('rounds').replaceChildren();
+  S.agent = { running: false, mine: null, draft: null, waiting: null, finished: new Set() };
+  $('agent-log').replaceChildren();
+  agentStatus('');
+  setSending(false);
+  $('agent-box').hidden = !S.agentModels.length;
   renderSessions();
   renderTodos();
   renderAsks();
@@ -198,6 +206,10 @@ function onSessionEvent(ev, live) {
     }
     case 'ConfirmationRequested': case 'ConfirmationResolved':
       loadConfirmations();
+      return;
+    case 'AgentStarted': case 'AgentModelCall': case 'AgentModelText': case 'AgentModelRetry':
+    case 'AgentModelDone': case 'AgentFinished': case 'AgentFailed':
+      onAgentEvent(ev);
       return;
     case 'RoundCommitted':
     case 'Committed': {
@@ -465,8 +477,23 @@ function askForm(t) {
     e.preventDefault();
     submit.disabled = true;
     status.textContent = 'Sending…';
+    const answers = readers.map((r) => r());
     try {
-      await api(`/v1/sessions/${encodeURIComponent(S.selected)}/answers?provider=openai`, { task: t.task, answers: readers.map((r) => r()) });
+      if (agentWaitsOn(t)) {
+        // The agent's turn goes on with the answer: its result goes back to the model.
+        form.remove();
+        updateAttention();
+        S.agent.waiting = null;
+        S.agent.running = true;
+        setSending(true);
+        agentStatus('Answered; the agent goes on…');
+        const id = S.selected;
+        api(`/v1/sessions/${encodeURIComponent(id)}/agent`, { answer: { task: t.task, answers } })
+          .then((o) => { if (S.selected === id) agentFinished(o); })
+          .catch((err) => { if (S.selected === id) agentFailed(err.message); loadPending(); });
+        return;
+      }
+      await api(`/v1/sessions/${encodeURIComponent(S.selected)}/answers?provider=openai`, { task: t.task, answers });
       form.remove();
       updateAttention();
       loadPending();
@@ -476,6 +503,135 @@ function askForm(t) {
     }
   });
   return form;
+}
+
+// --- the agent prompt ---
+// Turns run on the daemon (POST /v1/sessions/ID/agent); their rounds show in the timeline and
+// their approvals above, like any round's. The model's side comes as Agent* events.
+function agentMessage(kind, text, testid) {
+  const el = h('div', { class: `msg ${kind}`, 'data-testid': testid }, text);
+  $('agent-log').append(el);
+  return el;
+}
+
+function agentStatus(text) {
+  $('agent-status').textContent = text;
+}
+
+function setSending(busy) {
+  $('agent-send').disabled = busy;
+  $('agent-task').disabled = busy;
+}
+
+function onAgentEvent(ev) {
+  const A = S.agent;
+  switch (ev.type) {
+    case 'AgentStarted':
+      // A turn sent from this page is shown already; one sent elsewhere (the API) is shown here.
+      if (ev.answered) agentStatus('Answered; the agent goes on.');
+      else if (A.mine !== ev.task) agentMessage('user', ev.task);
+      A.running = true;
+      A.draft = null;
+      setSending(true);
+      agentStatus('The agent started.');
+      break;
+    case 'AgentModelCall':
+      A.draft = null;
+      agentStatus(`Model turn ${ev.turn} (${ev.model}): thinking…`);
+      break;
+    case 'AgentModelText':
+      if (!A.draft) A.draft = agentMessage('assistant draft', '');
+      A.draft.textContent += ev.text;
+      break;
+    case 'AgentModelRetry':
+      agentStatus(`The model request failed (${ev.reason}); trying again in ${ms(ev.wait_ms)} (attempt ${ev.attempt}).`);
+      break;
+    case 'AgentModelDone':
+      agentStatus(ev.tool_calls ? `The model called ${ev.tool_calls} tool${ev.tool_calls === 1 ? '' : 's'}; running ${ev.tool_calls === 1 ? 'it' : 'them'}…` : 'The model answered.');
+      break;
+    case 'AgentFinished': agentFinished(ev.outcome); break;
+    case 'AgentFailed': agentFailed(ev.text); break;
+    default: break;
+  }
+}
+
+// Both the turn's response and its AgentFinished event land here; the first one shows it.
+function agentFinished(o) {
+  const A = S.agent;
+  // The same outcome, from the response and the event; a resumed turn keeps its run.
+  const key = JSON.stringify(o);
+  if (!o || A.finished.has(key)) return;
+  A.finished.add(key);
+  if (A.draft) { A.draft.remove(); A.draft = null; }
+  const end = o.end || {};
+  const usage = `${o.rounds} round${o.rounds === 1 ? '' : 's'} · ${o.input_tokens} in / ${o.output_tokens} out tokens · ${o.model}`;
+  switch (end.kind) {
+    case 'answer':
+      agentMessage('assistant', end.text, 'agent-answer');
+      agentStatus(`Done: ${usage}.`);
+      break;
+    case 'waiting':
+      A.waiting = end.task && end.task.task_hash;
+      agentStatus(`The agent asks you something: answer it above and it goes on. (${usage})`);
+      break;
+    case 'max_rounds':
+      agentStatus(`Stopped after ${end.rounds} rounds of tool calls without an answer; send "go on" to continue. (${usage})`);
+      break;
+    case 'stopped':
+      if (end.text) agentMessage('assistant', end.text);
+      agentStatus(`${end.reason}. (${usage})`);
+      break;
+    case 'fatal':
+      agentStatus(`A tool stopped the run: ${end.reason}`);
+      break;
+    case 'handed_back':
+      agentStatus("The model called a tool of this session's API client; that client runs it.");
+      break;
+    default: break;
+  }
+  A.running = false;
+  A.mine = null;
+  setSending(false);
+}
+
+function agentFailed(text) {
+  const A = S.agent;
+  if (!A.running) return;
+  if (A.draft) { A.draft.remove(); A.draft = null; }
+  agentStatus(`The turn failed: ${text}`);
+  A.running = false;
+  A.mine = null;
+  setSending(false);
+}
+
+async function sendTask() {
+  const id = S.selected;
+  const task = $('agent-task').value.trim();
+  if (!id || !task || S.agent.running) return;
+  S.agent.mine = task;
+  S.agent.running = true;
+  agentMessage('user', task);
+  $('agent-task').value = '';
+  setSending(true);
+  agentStatus('Sending…');
+  const model = $('agent-model').value || undefined;
+  try {
+    const outcome = await api(`/v1/sessions/${encodeURIComponent(id)}/agent`, { task, model });
+    if (S.selected === id) agentFinished(outcome);
+  } catch (err) {
+    if (S.selected === id) agentFailed(err.message);
+  }
+}
+
+$('agent-form').addEventListener('submit', (e) => { e.preventDefault(); sendTask(); });
+$('agent-task').addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); sendTask(); }
+});
+
+// An agent turn waits on this task: the one this page saw stop, or (after a reload) a run the
+// agent loop named (`turn-N`) in a daemon that runs agents.
+function agentWaitsOn(t) {
+  return S.agent.waiting === t.task || (S.agentModels.length > 0 && /^turn-\d+$/.test(t.run || ''));
 }
 
 function updateAttention() {
@@ -506,7 +662,12 @@ $('new-session').addEventListener('click', async () => {
   }
 });
 
-api('/v1/version').then((v) => { $('version').textContent = `v${v.version}`; }).catch(() => {});
+api('/v1/version').then((v) => {
+  $('version').textContent = `v${v.version}`;
+  S.agentModels = v.agent_models || [];
+  $('agent-model').replaceChildren(...S.agentModels.map((m) => h('option', { value: m }, m)));
+  $('agent-box').hidden = !S.agentModels.length || !S.selected;
+}).catch(() => {});
 loadSessions();
 loadConfirmations();
 connectGlobal();

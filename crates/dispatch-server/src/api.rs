@@ -34,7 +34,10 @@ fn provider(name: Option<&str>) -> Result<Provider, ApiError> {
 
 /// The body as JSON text: `Content-Type: application/json` is required, which also keeps
 /// browser pages of other origins from posting "simple" cross-site requests.
-fn json_text(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
+pub(crate) fn json_text(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<String, ApiError> {
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -79,11 +82,16 @@ pub async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-pub async fn version() -> Json<Value> {
+/// `GET /v1/version`: also the models an agent turn may name (none: no agent turns).
+pub async fn version(State(daemon): State<Arc<Daemon>>) -> Json<Value> {
     let providers: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
-    Json(
-        json!({"name": "tooldispatch", "version": env!("CARGO_PKG_VERSION"), "providers": providers}),
-    )
+    let models = daemon.agent.get().map(|a| a.models()).unwrap_or_default();
+    Json(json!({
+        "name": "tooldispatch",
+        "version": env!("CARGO_PKG_VERSION"),
+        "providers": providers,
+        "agent_models": models,
+    }))
 }
 
 #[derive(Deserialize, Default)]

@@ -136,7 +136,7 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these maps leaves it consistent (every update is one
     // insert or remove), so a poisoned lock is still safe to use.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -427,6 +427,19 @@ impl Hub {
         let (session, feed) = (state.info.id.clone(), state.feed.clone());
         drop(sessions);
         self.send_daemon_event(&session, feed.as_ref(), round, &value);
+    }
+
+    /// An event of an agent turn (the model's side) on the session's feed, live only.
+    pub fn announce_agent(&self, id: &str, value: &serde_json::Value) {
+        let (round, session, feed) = self.with_session(id, |state| {
+            state.info.last_active_ms = now_ms();
+            (
+                state.current.unwrap_or(state.started),
+                state.info.id.clone(),
+                state.feed.clone(),
+            )
+        });
+        self.send_daemon_event(&session, feed.as_ref(), round, value);
     }
 
     /// Confirmations waiting now, oldest first; only one session's when given.

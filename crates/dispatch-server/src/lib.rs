@@ -7,14 +7,16 @@
 //! confirmer), [`access`] (who may call).
 
 pub mod access;
+pub mod agent;
 pub mod api;
 mod console;
 pub mod error;
 pub mod hub;
 pub mod stream;
 
+use std::collections::HashSet;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -25,6 +27,7 @@ use dispatch_store::SessionStore;
 use tokio_util::sync::CancellationToken;
 
 pub use access::Access;
+pub use agent::{AgentDriver, AgentTurn};
 pub use hub::Hub;
 
 /// The largest request body taken (a model reply with its tool arguments).
@@ -45,6 +48,10 @@ pub struct Daemon {
     pub stop_rounds: CancellationToken,
     /// How long shutdown waits for rounds in flight ([`SHUTDOWN_GRACE`] unless set).
     pub shutdown_grace: Duration,
+    /// Runs `POST /v1/sessions/{id}/agent` turns; unset: the daemon has no model.
+    pub agent: OnceLock<Arc<dyn AgentDriver>>,
+    /// Sessions with an agent turn running (one at a time per session).
+    agent_turns: Mutex<HashSet<String>>,
 }
 
 impl Daemon {
@@ -66,6 +73,8 @@ impl Daemon {
             store,
             stop_rounds: CancellationToken::new(),
             shutdown_grace,
+            agent: OnceLock::new(),
+            agent_turns: Mutex::default(),
         })
     }
 }
@@ -90,6 +99,7 @@ pub fn router_with(daemon: Arc<Daemon>, access: Access, extra: Router) -> Router
         .route("/v1/sessions/{id}/events", get(stream::session_events))
         .route("/v1/sessions/{id}/pending", get(api::pending))
         .route("/v1/sessions/{id}/answers", post(api::answer))
+        .route("/v1/sessions/{id}/agent", post(agent::turn))
         .route("/v1/confirmations", get(api::confirmations))
         .route("/v1/confirmations/{id}", post(api::resolve_confirmation))
         .route("/v1/events", get(stream::all_events))

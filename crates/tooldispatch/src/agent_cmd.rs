@@ -16,8 +16,14 @@ use crate::{Approve, CliError, Common, setup};
 
 #[derive(Args)]
 pub struct AgentArgs {
-    /// What the agent should do.
-    task: String,
+    /// What the agent should do (several arguments are joined with spaces). With --answer:
+    /// the answers to the waiting task's questions, one argument per question.
+    #[arg(required = true, num_args = 1..)]
+    task: Vec<String>,
+    /// Go on with the turn that waits on you: the waiting task's id (the agent printed it when
+    /// it stopped to ask); the arguments are the answers.
+    #[arg(long, value_name = "TASK", requires = "session")]
+    answer: Option<String>,
     /// Which `[models.<name>]` of the config file (default: the first).
     #[arg(long)]
     model: Option<String>,
@@ -87,7 +93,17 @@ pub async fn run(args: AgentArgs) -> Result<(), CliError> {
     let agent = Agent::new(engine, store, Arc::new(client), name);
 
     let progress = Arc::new(Progress::new(std::io::stderr().is_terminal()));
-    let mut req = AgentRequest::new(session.clone(), args.task);
+    let mut req = match args.answer {
+        None => AgentRequest::new(session.clone(), args.task.join(" ")),
+        Some(task) => {
+            let mut req = AgentRequest::new(session.clone(), String::new());
+            req.answer = Some(dispatch_model::TaskAnswer {
+                task,
+                answers: args.task,
+            });
+            req
+        }
+    };
     req.max_rounds = args.max_rounds;
     req.exclude = common.exclude.clone();
     let shown = progress.clone();
@@ -120,8 +136,11 @@ pub async fn run(args: AgentArgs) -> Result<(), CliError> {
         }
         AgentEnd::Waiting { task } => {
             eprintln!(
-                "tooldispatch: the agent waits on the user ({}, task {}); answer with `tooldispatch answer --session {session} --task {}`, or run the agent with --approve ask at a terminal",
-                task.tool, task.task_hash, task.task_hash
+                "tooldispatch: the agent waits on the user ({}, task {}): {}\ngo on with `tooldispatch agent --session {session} --answer {} \"ANSWER\"…` (one argument per question), or run the agent at a terminal with --approve ask to answer as it asks",
+                task.tool,
+                task.task_hash,
+                questions_text(&task.questions),
+                task.task_hash
             );
             Ok(())
         }
@@ -143,8 +162,31 @@ pub async fn run(args: AgentArgs) -> Result<(), CliError> {
     }
 }
 
+/// The questions of a waiting task, one per line.
+fn questions_text(questions: &serde_json::Value) -> String {
+    questions
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .enumerate()
+                .map(|(i, q)| {
+                    format!(
+                        "  {}. {}",
+                        i + 1,
+                        crate::terminal::shown(
+                            q.get("question").and_then(|v| v.as_str()).unwrap_or("?"),
+                            500
+                        )
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
 /// The model's key from where its `key` says: a stored secret, a variable, or none.
-async fn resolve_key(
+pub(crate) async fn resolve_key(
     model: &dispatch_model::ModelConfig,
     store: &dyn dispatch_store::Store,
 ) -> Result<dispatch_model::ApiKey, CliError> {

@@ -105,7 +105,7 @@ pub struct Config {
 
 /// The `[models.<name>]` entries in the order the file lists them (serde maps lose it; the
 /// toml crate keeps it with `preserve_order`, and this visitor keeps what it is given).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Models(pub Vec<(String, dispatch_model::ModelConfig)>);
 
 impl Models {

@@ -11,6 +11,7 @@ mod mcp_cmd;
 mod mcp_list;
 mod secret_cmd;
 mod serve;
+mod serve_agent;
 mod setup;
 mod store_cmd;
 mod terminal;

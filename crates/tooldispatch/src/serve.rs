@@ -72,7 +72,14 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let sweeper = dispatch_store::spawn_sweeper(store.clone(), dispatch_store::SWEEP_EVERY, |e| {
         eprintln!("tooldispatch: the cache sweep failed (retried in 10 min): {e}");
     });
-    let daemon = Daemon::new(engine.clone(), hub, store);
+    let daemon = Daemon::new(engine.clone(), hub, store.clone());
+    if !config.models.0.is_empty() {
+        // `POST /v1/sessions/{id}/agent` and the console's prompt box.
+        let _ = daemon.agent.set(Arc::new(crate::serve_agent::DaemonAgents {
+            store,
+            models: config.models.clone(),
+        }));
+    }
     // `/mcp`: MCP clients over Streamable HTTP, behind the same access rules as the API. Their
     // rounds run like the API's (on the session's feed, seen by the console); a client that
     // can ask its user (elicitation) answers its own session's confirmations, the others are

@@ -132,7 +132,7 @@ fn read_hidden(tty: &mut File, prompt: &str) -> Option<String> {
 /// Text from the model shown at the terminal: control characters (escape sequences could
 /// redraw the prompt the user is approving) and invisible format characters (bidi overrides
 /// could make the text read backwards) are shown as `\u{..}` instead.
-fn shown(text: &str, max_chars: usize) -> String {
+pub(crate) fn shown(text: &str, max_chars: usize) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
         if i == max_chars {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use dispatch_engine::{Engine, EngineConfig, Headless};
 use dispatch_model::{
-    Agent, AgentEnd, AgentError, AgentEvent, AgentRequest, ModelClient, ProviderKind,
+    Agent, AgentEnd, AgentError, AgentEvent, AgentRequest, ModelClient, ProviderKind, TaskAnswer,
 };
 use dispatch_store::{ConversationEntry, Store};
 use pretty_assertions::assert_eq;
@@ -77,6 +77,12 @@ fn agent_over(store: Arc<dyn Store>, model: ModelClient) -> Fixture {
         agent: Agent::new(Arc::new(engine), store.clone(), Arc::new(model), "test"),
         store,
         _workdir: workdir,
+    }
+}
+
+impl Fixture {
+    async fn agent_waits_on_nothing(&self) -> bool {
+        self.store.pending("s").await.unwrap().is_empty()
     }
 }
 
@@ -231,6 +237,89 @@ async fn ask_user_with_nobody_to_answer_leaves_the_run_waiting() {
     );
     // One model request: the loop stopped at the question.
     assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn the_answer_to_a_waiting_turn_goes_back_to_the_model_and_the_turn_goes_on() {
+    let server = FakeServer::start(vec![
+        calls(&[
+            (
+                "t",
+                "write_todo",
+                json!({"todos": [{"content": "migrate", "status": "pending"}]}),
+            ),
+            (
+                "q",
+                "ask_user",
+                json!({"questions": [{"question": "Which database?"}],
+                       "state": {"objective": "set up", "completed": [], "next_steps": ["migrate"]}}),
+            ),
+        ]),
+        says("Postgres it is."),
+    ])
+    .await;
+    let fx = memory_agent(&server);
+    let outcome = fx
+        .agent
+        .run(AgentRequest::new("s", "set up"))
+        .await
+        .unwrap();
+    let AgentEnd::Waiting { task } = outcome.end else {
+        panic!("not waiting: {:?}", outcome.end);
+    };
+
+    // A new task while the call waits would leave it without a result: refused.
+    let error = fx
+        .agent
+        .run(AgentRequest::new("s", "something else"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, AgentError::WaitsOnUser { task: t, .. } if *t == task.task_hash),
+        "{error}"
+    );
+    // An answer to a task that does not wait is refused, naming the one that does.
+    let mut wrong = AgentRequest::new("s", "");
+    wrong.answer = Some(TaskAnswer {
+        task: "nope".into(),
+        answers: vec!["x".into()],
+    });
+    let error = fx.agent.run(wrong).await.unwrap_err();
+    assert!(error.to_string().contains(&task.task_hash), "{error}");
+    assert_eq!(server.requests().len(), 1, "no model request for refusals");
+
+    let mut go_on = AgentRequest::new("s", "");
+    go_on.answer = Some(TaskAnswer {
+        task: task.task_hash.clone(),
+        answers: vec!["Postgres".into()],
+    });
+    let outcome = fx.agent.run(go_on).await.unwrap();
+    assert_eq!(
+        outcome.end,
+        AgentEnd::Answer {
+            text: "Postgres it is.".into()
+        }
+    );
+    assert_eq!(outcome.run, "turn-1", "the turn that asked goes on");
+    // The model gets both calls' results after its reply: the one that did not run, and the
+    // answer.
+    let sent = messages(&server, 1);
+    let results: Vec<(&str, &str)> = sent
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{sent:#?}");
+    assert_eq!(results[0].0, "t");
+    assert!(results[0].1.contains("not run"), "{results:?}");
+    assert_eq!(results[1].0, "q");
+    assert!(results[1].1.contains("Postgres"), "{results:?}");
+    assert!(fx.agent_waits_on_nothing().await);
 }
 
 #[tokio::test]

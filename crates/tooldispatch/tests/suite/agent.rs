@@ -12,11 +12,11 @@ use serde_json::{Value, json};
 use super::support::*;
 
 /// A streamed Chat Completions answer: plain text, or these `(id, name, arguments)` calls.
-fn answer(text: &str) -> String {
+pub(super) fn answer(text: &str) -> String {
     sse(json!({"role": "assistant", "content": text}), "stop")
 }
 
-fn calling(calls: &[(&str, &str, Value)]) -> String {
+pub(super) fn calling(calls: &[(&str, &str, Value)]) -> String {
     let tool_calls: Vec<Value> = calls
         .iter()
         .enumerate()
@@ -46,10 +46,10 @@ fn sse(delta: Value, finish: &str) -> String {
 }
 
 /// What the model server was sent: each request's Authorization header and body.
-type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+pub(super) type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// A model server answering each request with the next of `replies`; its base URL.
-fn model_server(replies: Vec<String>) -> (String, Seen) {
+pub(super) fn model_server(replies: Vec<String>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen: Seen = Arc::default();

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use super::support::Td;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -19,6 +21,7 @@ const SHOTS: &[(&str, u32)] = &[
     ("console-4-ask.png", 1280),
     ("console-5-todos.png", 1280),
     ("console-6-mobile.png", 390),
+    ("console-7-agent.png", 1280),
 ];
 
 fn repo_root() -> PathBuf {
@@ -73,10 +76,26 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
     }
 
     let td = Td::new();
+    // The agent prompt's model: it selects edit_file, writes a file (approved in the page) and
+    // answers.
+    let (model, seen) = super::agent::model_server(vec![
+        super::agent::calling(&[("a1", "find_tools", json!({"query": "select:edit_file"}))]),
+        super::agent::calling(&[(
+            "a2",
+            "run_tool",
+            json!({"name": "edit_file", "args": {"path": "agent-wrote.txt", "content": "written by the agent\n"}}),
+        )]),
+        super::agent::answer("Wrote agent-wrote.txt after your approval."),
+    ]);
+    let config = td.file(
+        "config.toml",
+        &format!("[models.fake]\nprovider = \"openai\"\nmodel = \"fake-1\"\nbase_url = \"{model}\"\nkey = \"none\"\n"),
+    );
+    let config = config.display().to_string();
     // The concurrent round calls http_request against the script's slow local server.
     let mut daemon = td.serve(
         "127.0.0.1:0",
-        &[],
+        &["--config", &config],
         &[("TOOLDISPATCH_ALLOW_HOSTS", "127.0.0.1")],
     );
     let url = daemon.url.clone();
@@ -146,6 +165,11 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
             path.display()
         );
     }
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        3,
+        "the agent turn made three model requests (select, edit, answer)"
+    );
     assert!(
         exit.success(),
         "the daemon exited with {exit} after SIGTERM; stdout after the first line: {rest}; stderr: {}",

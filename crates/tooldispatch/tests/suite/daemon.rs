@@ -815,3 +815,133 @@ fn a_round_over_max_calls_per_round_is_refused_with_400_and_leaves_no_trace() {
         2
     );
 }
+
+/// `serve --config` with a scripted OpenAI-compatible model named `fake` (no key).
+fn serve_with_model(td: &Td, base: &str) -> Served {
+    let config = td.file(
+        "config.toml",
+        &format!(
+            "[models.fake]\nprovider = \"openai\"\nmodel = \"fake-1\"\nbase_url = \"{base}\"\nkey = \"none\"\n"
+        ),
+    );
+    td.serve(
+        "127.0.0.1:0",
+        &["--config", &config.display().to_string()],
+        &[],
+    )
+}
+
+#[test]
+fn the_daemon_runs_agent_turns_on_the_session_stream_and_goes_on_after_an_answer() {
+    use super::agent::{answer, calling, model_server};
+    let td = Td::new();
+    let ask = json!({"questions": [{"question": "Which database?"}],
+                     "state": {"objective": "set up storage", "completed": [], "next_steps": ["migrate"]}});
+    let (base, seen) = model_server(vec![
+        calling(&[("c1", "find_tools", json!({"query": "select:calculate"}))]),
+        calling(&[(
+            "c2",
+            "run_tool",
+            json!({"name": "calculate", "args": {"expressions": ["2+2"]}}),
+        )]),
+        answer("It is 4."),
+        calling(&[("q1", "ask_user", ask)]),
+        answer("Noted: Postgres."),
+    ]);
+    let daemon = serve_with_model(&td, &base);
+    let version = daemon.get("/v1/version").json();
+    assert_eq!(version["agent_models"], json!(["fake"]), "{version}");
+
+    let mut events = daemon.events("a", "?after=0");
+    let outcome = daemon.post_ok("/v1/sessions/a/agent", r#"{"task": "what is 2+2?"}"#);
+    assert_eq!(
+        outcome["end"],
+        json!({"kind": "answer", "text": "It is 4."}),
+        "{outcome}"
+    );
+    assert_eq!(
+        (outcome["run"].as_str(), outcome["rounds"].as_u64()),
+        (Some("turn-1"), Some(2))
+    );
+    // The model's side and the rounds, in order, on the session's stream.
+    let kinds: Vec<String> = events
+        .until(&daemon, "AgentFinished")
+        .iter()
+        .map(Msg::kind)
+        .filter(|k| k.starts_with("Agent") || k == "Committed")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "AgentStarted",
+            "AgentModelCall",
+            "AgentModelDone",
+            "Committed",
+            "AgentModelCall",
+            "AgentModelDone",
+            "Committed",
+            "AgentModelCall",
+            "AgentModelText",
+            "AgentModelDone",
+            "AgentFinished",
+        ],
+    );
+
+    // ask_user with no one to answer now: the turn waits, and a new task cannot start.
+    let outcome = daemon.post_ok("/v1/sessions/a/agent", r#"{"task": "set up storage"}"#);
+    assert_eq!(outcome["end"]["kind"], "waiting", "{outcome}");
+    let task = outcome["end"]["task"]["task_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    daemon
+        .post("/v1/sessions/a/agent", r#"{"task": "something else"}"#)
+        .assert_error(409, "agent_waiting", &daemon.stderr());
+    let outcome = daemon.post_ok(
+        "/v1/sessions/a/agent",
+        &json!({"answer": {"task": task, "answers": ["Postgres"]}}).to_string(),
+    );
+    assert_eq!(
+        outcome["end"],
+        json!({"kind": "answer", "text": "Noted: Postgres."}),
+        "{outcome}"
+    );
+    // The answer went back to the model as the asking call's result.
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 5, "model requests");
+    let last = seen[4].1["messages"].as_array().unwrap();
+    let result = last
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "q1")
+        .unwrap_or_else(|| panic!("no result for q1 in {last:#?}"));
+    assert!(
+        result["content"].as_str().unwrap().contains("Postgres"),
+        "{result}"
+    );
+    drop(seen);
+
+    // Requests the endpoint refuses, each saying what to send instead.
+    let stderr = daemon.stderr();
+    daemon
+        .post("/v1/sessions/a/agent", r#"{"task": "  "}"#)
+        .assert_error(400, "bad_request", &stderr);
+    daemon
+        .post("/v1/sessions/a/agent", r#"{"task": "x", "model": "nope"}"#)
+        .assert_error(400, "unknown_model", &stderr);
+    daemon
+        .post(
+            "/v1/sessions/a/agent",
+            r#"{"task": "x", "answer": {"task": "t", "answers": []}}"#,
+        )
+        .assert_error(400, "bad_request", &stderr);
+}
+
+#[test]
+fn without_a_model_the_agent_endpoint_says_how_to_add_one() {
+    let td = Td::new();
+    let daemon = td.serve("127.0.0.1:0", &[], &[]);
+    assert_eq!(daemon.get("/v1/version").json()["agent_models"], json!([]));
+    let resp = daemon.post("/v1/sessions/a/agent", r#"{"task": "hello"}"#);
+    resp.assert_error(501, "no_model", &daemon.stderr());
+    assert!(resp.body.contains("[models."), "{}", resp.body);
+}
