@@ -357,16 +357,19 @@ impl Guard<'_> {
             let idle_deadline = spec.idle_timeout.map(|idle| after(last, idle));
             let deadline = idle_deadline.map_or(hard_deadline, |d| d.min(hard_deadline));
             tokio::select! {
+                // The round's cancellation first: a call is never polled again once its round
+                // is cancelled (a subagent waiting for a place another call just freed would
+                // otherwise take it and start).
                 biased;
+                _ = self.round_cancel.cancelled() => {
+                    self.call_cancel.cancel();
+                    return Err(stopped(&spec.name, "was cancelled with its round"));
+                }
                 result = &mut call => return match result {
                     Ok(Ok(output)) => Ok(output),
                     Ok(Err(error)) => Err(failure_of(error)),
                     Err(payload) => Err(panicked(&spec.name, payload)),
                 },
-                _ = self.round_cancel.cancelled() => {
-                    self.call_cancel.cancel();
-                    return Err(stopped(&spec.name, "was cancelled with its round"));
-                }
                 _ = tokio::time::sleep_until(deadline) => {
                     let now = Instant::now();
                     // Progress may have arrived while we slept: look again before stopping.

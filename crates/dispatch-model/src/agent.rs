@@ -193,6 +193,10 @@ impl Agent {
 
     /// One user turn: the task, then rounds until the turn ends (see the module docs).
     pub async fn run(&self, req: AgentRequest) -> Result<AgentOutcome, AgentError> {
+        if req.cancel.is_cancelled() {
+            // Nothing of a turn cancelled before it starts is kept.
+            return Err(AgentError::Cancelled);
+        }
         let provider = self.provider();
         let wire = provider.wire();
         let api = wire.as_str();

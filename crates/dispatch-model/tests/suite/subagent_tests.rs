@@ -19,6 +19,7 @@ use super::support::FakeServer;
 
 struct Fixture {
     engine: Arc<Engine>,
+    store: Arc<dyn Store>,
     _workdir: tempfile::TempDir,
 }
 
@@ -44,17 +45,28 @@ fn fixture(server: &FakeServer) -> Fixture {
     model.key = Some("none".into());
     legs.bind(Arc::new(AgentLegs::new(
         Arc::downgrade(&engine),
-        store,
+        store.clone(),
         vec![("fast".into(), model)],
     )));
     Fixture {
         engine,
+        store,
         _workdir: workdir,
     }
 }
 
 /// A parent round of these subagents calls (after the schema was fetched in its own run).
 async fn parent_round(fx: &Fixture, legs: Vec<Value>) -> RoundOutcome {
+    parent_round_until(fx, legs, tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+async fn parent_round_until(
+    fx: &Fixture,
+    legs: Vec<Value>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<RoundOutcome, dispatch_engine::EngineError> {
     let select = RawCall::new(
         "sel",
         "find_tools",
@@ -80,15 +92,65 @@ async fn parent_round(fx: &Fixture, legs: Vec<Value>) -> RoundOutcome {
             )
         })
         .collect();
-    fx.engine
-        .round(RoundRequest::new(
-            "parent",
-            "fan-out",
-            Provider::OpenAi,
-            calls,
-        ))
+    let mut round = RoundRequest::new("parent", "fan-out", Provider::OpenAi, calls);
+    round.cancel = cancel;
+    fx.engine.round(round).await
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_mid_fan_out_stops_its_legs() {
+    // Each leg's model would answer after 2 s; the parent is cancelled before that.
+    let answer_after = Duration::from_secs(2);
+    let server = FakeServer::start(
+        (0..5)
+            .map(|_| says("too late").delay(answer_after))
+            .collect(),
+    )
+    .await;
+    let fx = Arc::new(fixture(&server));
+    let legs = (0..5)
+        .map(|i| json!({"task": format!("part {i}"), "name": format!("n{i}")}))
+        .collect();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let round = tokio::spawn({
+        let (fx, cancel) = (fx.clone(), cancel.clone());
+        async move { parent_round_until(&fx, legs, cancel).await }
+    });
+    // Three legs are waiting on the model, two wait for a place: cancel now.
+    while server.requests().len() < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cancel.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(30), round)
         .await
-        .unwrap()
+        .expect("the cancelled round did not end")
+        .unwrap();
+    assert!(
+        matches!(ended, Err(dispatch_engine::EngineError::Cancelled)),
+        "the round was not reported cancelled: {:?}",
+        ended.map(|o| o.results.len())
+    );
+    // Past the time the model would have answered: no leg got (and kept) an answer, and the
+    // two queued legs never started.
+    tokio::time::sleep(answer_after + Duration::from_millis(500)).await;
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "a queued leg started after the cancel"
+    );
+    for i in 0..5 {
+        let kept = fx
+            .store
+            .conversation(&format!("parent:sub:n{i}"))
+            .await
+            .unwrap();
+        let roles: Vec<&str> = kept
+            .iter()
+            .map(|e| e.message["role"].as_str().unwrap_or("?"))
+            .collect();
+        let expected: &[&str] = if i < 3 { &["user"] } else { &[] };
+        assert_eq!(roles, expected, "leg n{i} kept {kept:?}");
+    }
 }
 
 #[tokio::test]

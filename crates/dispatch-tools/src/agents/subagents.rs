@@ -189,9 +189,12 @@ impl BuiltinTool for Subagents {
         exclude.extend(NEVER_IN_A_LEG.iter().map(|s| s.to_string()));
         exclude.extend(args.exclude_tools.clone().unwrap_or_default());
         let places = self.places_of(&parent);
+        // Cancellation first: when the parent is cancelled, its running legs stop and free
+        // their places, and a queued leg must not take one.
         let _place = tokio::select! {
-            place = places.acquire_owned() => place.map_err(|_| ToolError::failed("the subagent queue closed"))?,
+            biased;
             () = cx.cancel.cancelled() => return Err(ToolError::failed("cancelled while waiting for a free subagent place")),
+            place = places.acquire_owned() => place.map_err(|_| ToolError::failed("the subagent queue closed"))?,
         };
         if let Some(name) = &args.name {
             let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
