@@ -11,6 +11,7 @@ mod anthropic;
 mod client;
 mod config;
 mod error;
+mod filter;
 mod gemini;
 mod history;
 mod legs;
@@ -26,6 +27,7 @@ pub use agent::{
 pub use client::{ModelClient, ModelEvent, StopReason, Turn, TurnRequest, Usage};
 pub use config::{ApiKey, KeySource, ModelConfig, ProviderKind, Reasoning};
 pub use error::ModelError;
+pub use filter::{DEFAULT_FILTER_TIMEOUT, ModelResultFilter};
 pub use history::append_round;
 pub use legs::AgentLegs;
 pub use retry::{RetryPolicy, retry_after};

@@ -23,9 +23,11 @@
 //! allow_hosts = ["intranet.example", "127.0.0.1:8080"]   # private hosts the web tools may reach
 //!
 //! [filter]                                           # optional: a model trims fetched pages
-//! base_url = "http://127.0.0.1:8080/v1"              # any OpenAI-compatible API
-//! model = "qwen2.5-7b-instruct"
-//! api_key_env = "FILTER_API_KEY"                     # the variable holding its key, if any
+//! model = "alpha"                                    # a [models.<name>] entry, any provider
+//! # or an OpenAI-compatible server of its own:
+//! # base_url = "http://127.0.0.1:8080/v1"
+//! # model = "qwen2.5-7b-instruct"
+//! # api_key_env = "FILTER_API_KEY"                   # the variable holding its key, if any
 //!
 //! [server]                                           # tooldispatch serve
 //! cors_origins = ["http://localhost:5173"]           # web pages that may call the API
@@ -217,8 +219,9 @@ pub struct Server {
 #[derive(Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Filter {
-    /// The API root of an OpenAI-compatible server (`/chat/completions` is appended).
-    pub base_url: String,
+    /// The API root of an OpenAI-compatible server (`/chat/completions` is appended); then
+    /// `model` is the model id sent to it. Without it, `model` names a `[models.<name>]`.
+    pub base_url: Option<String>,
     pub model: String,
     /// The environment variable that holds the API key, when the server needs one.
     pub api_key_env: Option<String>,
@@ -311,6 +314,17 @@ impl Config {
                 ));
             }
         }
+        if let Some(filter) = &config.filter
+            && filter.base_url.is_none()
+            && config.models.pick(Some(&filter.model)).is_err()
+        {
+            return Err(format!(
+                "[filter] model = {:?} names no [models.{}] table (configured: {}); name one, or give base_url for an OpenAI-compatible server of its own",
+                filter.model,
+                filter.model,
+                config.models.names()
+            ));
+        }
         Ok(config)
     }
 }
@@ -355,7 +369,7 @@ mod tests {
                     allow_hosts: vec!["intranet.example".into(), "127.0.0.1:8080".into()],
                 },
                 filter: Some(Filter {
-                    base_url: "http://127.0.0.1:9/v1".into(),
+                    base_url: Some("http://127.0.0.1:9/v1".into()),
                     model: "m".into(),
                     api_key_env: None,
                     timeout_secs: Some(5),
@@ -493,5 +507,18 @@ mod tests {
         );
         let err = Config::parse("[media]\nvideo_model = \"a\"\n").unwrap_err();
         assert!(err.contains("video_model"), "{err}");
+        let err = Config::parse(
+            "[models.a]\nprovider = \"openai\"\nmodel = \"m\"\n[filter]\nmodel = \"b\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("[filter] model = \"b\" names no [models.b] table (configured: a)"),
+            "{err}"
+        );
+        let config = Config::parse(
+            "[models.a]\nprovider = \"anthropic\"\nmodel = \"m\"\n[filter]\nmodel = \"a\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.filter.unwrap().base_url, None);
     }
 }

@@ -203,22 +203,42 @@ fn tools_config(
         ))
     })?;
     tools.net = Arc::new(policy);
-    if let Some(filter) = &config.filter {
-        use dispatch_tools::web::filter::{ModelFilter, ModelFilterConfig};
-        let mut model = ModelFilterConfig::new(filter.base_url.clone(), filter.model.clone());
-        model.api_key = filter
-            .api_key_env
-            .as_deref()
-            .and_then(|name| std::env::var(name).ok());
-        if let Some(secs) = filter.timeout_secs {
-            model.timeout = std::time::Duration::from_secs(secs);
-        }
-        let model = ModelFilter::new(model).map_err(|e| {
-            CliError::failed(format!("the [filter] model filter cannot start: {e}"))
-        })?;
-        tools.filter = Arc::new(model);
-    }
     Ok(tools)
+}
+
+/// The `[filter]` model: a `[models.<name>]` entry, or an OpenAI-compatible server of its own.
+fn model_filter(
+    filter: &crate::config::Filter,
+    config: &Config,
+    store: Arc<dyn dispatch_store::Store>,
+) -> dispatch_model::ModelResultFilter {
+    let model = match &filter.base_url {
+        Some(base_url) => {
+            let mut model = dispatch_model::ModelConfig::new(
+                dispatch_model::ProviderKind::OpenAi,
+                filter.model.clone(),
+            );
+            model.base_url = Some(base_url.clone());
+            model.key = Some(match &filter.api_key_env {
+                Some(var) => format!("env:{var}"),
+                None => "none".to_string(),
+            });
+            model
+        }
+        // Checked when the config was read: the name is there.
+        None => config
+            .models
+            .pick(Some(&filter.model))
+            .map(|(_, model)| model.clone())
+            .unwrap_or_else(|_| {
+                dispatch_model::ModelConfig::new(dispatch_model::ProviderKind::OpenAi, "")
+            }),
+    };
+    let timeout = filter.timeout_secs.map_or(
+        dispatch_model::DEFAULT_FILTER_TIMEOUT,
+        std::time::Duration::from_secs,
+    );
+    dispatch_model::ModelResultFilter::new(model, store, timeout)
 }
 
 /// The sandbox commands run in: the machine's unless `[sandbox] mode = "off"`; the store file
@@ -405,6 +425,9 @@ pub fn build(
     let trusted = crate::trust::is_trusted(&workdir);
     let stores = dispatch_tools::Stores::all(&store);
     let mut tools = tools_config(config, store_file)?;
+    if let Some(filter) = &config.filter {
+        tools.filter = Arc::new(model_filter(filter, config, store.clone()));
+    }
     let extensions = Arc::new(dispatch_tools::extensions::ExtensionTools::new(
         tool_dirs(&workdir, trusted),
         tools.sandbox.clone(),

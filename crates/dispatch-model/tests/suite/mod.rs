@@ -1,6 +1,7 @@
 mod agent_tests;
 mod anthropic_tests;
 mod conversation_tests;
+mod filter_tests;
 mod gemini_tests;
 mod openai_tests;
 mod responses_tests;

@@ -1,13 +1,11 @@
 //! The ResultFilter stage (DESIGN §3.7): fetch_page and search_web output passes through a
 //! filter on every return, cached or fresh, so the model sees the part of a page that matters
 //! to its call within a size budget. The built-in filter is deterministic; a model-backed one
-//! is optional and falls back to it on any failure.
-
-use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+//! (dispatch-model's `ModelResultFilter`, any configured model) is optional and falls back to
+//! it on any failure.
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
 
 use super::extract::cut_at_char_boundary;
 
@@ -576,150 +574,52 @@ fn score(section: &Section, terms: &[String]) -> u64 {
     matched * 10_000 + in_heading * 1_000 + occurrences.min(999)
 }
 
-/// Where and how to reach an OpenAI-compatible chat-completions endpoint for [`ModelFilter`].
-#[derive(Clone)]
-pub struct ModelFilterConfig {
-    /// The API root, e.g. `http://127.0.0.1:8080/v1`; `/chat/completions` is appended.
-    pub base_url: String,
-    /// The model name sent in the request.
-    pub model: String,
-    /// Sent as a bearer token when set.
-    pub api_key: Option<String>,
-    /// The whole request's deadline.
-    pub timeout: Duration,
-}
-
-impl ModelFilterConfig {
-    /// A config with no API key and the default 20 s timeout.
-    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
-        ModelFilterConfig {
-            base_url: base_url.into(),
-            model: model.into(),
-            api_key: None,
-            timeout: Duration::from_secs(20),
-        }
-    }
-}
-
-impl std::fmt::Debug for ModelFilterConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The key never reaches logs.
-        f.debug_struct("ModelFilterConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
-
-/// Why a [`ModelFilter`] could not be built.
-#[derive(Debug, thiserror::Error)]
-#[error("could not build the HTTP client for the model filter: {0}")]
-pub struct ModelFilterError(#[from] reqwest::Error);
-
-/// Texts larger than this are narrowed by the built-in filter before they go to the model.
-const MODEL_INPUT_MAX: usize = 100_000;
-
-const MODEL_INSTRUCTION: &str = "You filter a fetched web page for another AI model. Return only \
+/// What a model-backed filter (dispatch-model's `ModelResultFilter`) is told to do.
+pub const MODEL_INSTRUCTION: &str = "You filter a fetched web page for another AI model. Return only \
 the parts of the page that matter for the focus, copied verbatim as Markdown and in their original \
 order; drop navigation, ads, cookie notices and other boilerplate. Without a focus, keep the main \
 content. Stay within the byte budget. If nothing on the page is relevant, answer with one line \
 saying so. No preamble, no commentary.";
 
-/// Asks a model (OpenAI-compatible chat completions); on any failure, the built-in filter plus a note.
-#[derive(Debug, Clone)]
-pub struct ModelFilter {
-    config: ModelFilterConfig,
-    endpoint: String,
-    client: reqwest::Client,
+/// Texts larger than this are narrowed by the built-in filter before they go to a model.
+pub const MODEL_INPUT_MAX: usize = 100_000;
+
+/// The request a model-backed filter sends: the page (narrowed by the built-in filter first
+/// when it is larger than [`MODEL_INPUT_MAX`]) with the focus and the budget.
+pub fn model_request(text: &str, focus: Option<&str>, budget: usize) -> String {
+    let narrowed;
+    let text = if text.len() > MODEL_INPUT_MAX {
+        narrowed = DeterministicFilter.apply(text, focus, MODEL_INPUT_MAX).text;
+        narrowed.as_str()
+    } else {
+        text
+    };
+    let focus_line = match focus.map(str::trim).filter(|f| !f.is_empty()) {
+        Some(f) => format!("Focus: {f}"),
+        None => "Focus: none (keep the main content)".to_string(),
+    };
+    format!("{focus_line}\nBudget: {budget} bytes\n\n<page>\n{text}\n</page>")
 }
 
-impl ModelFilter {
-    /// A filter for `config`; fails only when the HTTP client cannot be built.
-    pub fn new(config: ModelFilterConfig) -> Result<Self, ModelFilterError> {
-        let client = reqwest::Client::builder().timeout(config.timeout).build()?;
-        let endpoint = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        Ok(ModelFilter {
-            config,
-            endpoint,
-            client,
-        })
-    }
-
-    async fn ask(&self, text: &str, focus: Option<&str>, budget: usize) -> Result<String, String> {
-        let narrowed;
-        let text = if text.len() > MODEL_INPUT_MAX {
-            narrowed = DeterministicFilter.apply(text, focus, MODEL_INPUT_MAX).text;
-            narrowed.as_str()
-        } else {
-            text
-        };
-        let focus_line = match focus.map(str::trim).filter(|f| !f.is_empty()) {
-            Some(f) => format!("Focus: {f}"),
-            None => "Focus: none (keep the main content)".to_string(),
-        };
-        let request = json!({
-            "model": self.config.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": MODEL_INSTRUCTION},
-                {"role": "user", "content": format!("{focus_line}\nBudget: {budget} bytes\n\n<page>\n{text}\n</page>")},
-            ],
-        });
-        let mut call = self.client.post(&self.endpoint).json(&request);
-        if let Some(key) = &self.config.api_key {
-            call = call.bearer_auth(key);
-        }
-        let response = call.send().await.map_err(|e| self.describe(&e))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(format!("HTTP {status}"));
-        }
-        let body: Value = response.json().await.map_err(|e| {
-            if e.is_timeout() {
-                self.describe(&e)
-            } else {
-                "its answer was not a chat completion".to_string()
-            }
-        })?;
-        let content = body
-            .pointer("/choices/0/message/content")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| "its answer had no message content".to_string())?;
-        Ok(cut_at_char_boundary(content, budget).to_string())
-    }
-
-    fn describe(&self, e: &reqwest::Error) -> String {
-        if e.is_timeout() {
-            let t = self.config.timeout;
-            if t.subsec_millis() == 0 {
-                format!("no answer within {} s", t.as_secs())
-            } else {
-                format!("no answer within {:.1} s", t.as_secs_f64())
-            }
-        } else if e.is_connect() {
-            format!("could not connect to {}", self.config.base_url)
-        } else {
-            format!("request failed: {e}")
-        }
-    }
-}
-
-#[async_trait]
-impl ResultFilter for ModelFilter {
-    async fn filter(&self, text: &str, focus: Option<&str>, budget: usize) -> Filtered {
-        match self.ask(text, focus, budget).await {
-            Ok(text) => Filtered { text, note: None },
-            Err(reason) => Filtered {
-                note: Some(format!(
-                    "model filter unavailable ({reason}); showing the built-in filter's result"
-                )),
-                ..DeterministicFilter.apply(text, focus, budget)
-            },
-        }
+/// What a model-backed filter returns: the model's answer cut to the budget, or, when the
+/// model could not be asked (`reason`), the built-in filter's result with a note saying why.
+pub fn model_outcome(
+    answer: Result<String, String>,
+    text: &str,
+    focus: Option<&str>,
+    budget: usize,
+) -> Filtered {
+    match answer {
+        Ok(answer) => Filtered {
+            text: cut_at_char_boundary(&answer, budget).to_string(),
+            note: None,
+        },
+        Err(reason) => Filtered {
+            note: Some(format!(
+                "model filter unavailable ({reason}); showing the built-in filter's result"
+            )),
+            ..DeterministicFilter.apply(text, focus, budget)
+        },
     }
 }
 

@@ -1,8 +1,5 @@
 use super::*;
 use pretty_assertions::assert_eq;
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const PAGE: &str = "\
 [Skip to content](#main)
@@ -226,230 +223,41 @@ proptest::proptest! {
 }
 
 /// A one-request-at-a-time HTTP/1.1 responder on 127.0.0.1:0 that records what it was sent.
-struct Peer {
-    base_url: String,
-    requests: Arc<Mutex<Vec<String>>>,
-}
-
-async fn read_request(stream: &mut tokio::net::TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = stream.read(&mut chunk).await.unwrap();
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).to_string();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap())
-                })
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + length {
-                break;
-            }
-        }
-    }
-    String::from_utf8(buf).unwrap()
-}
-
-async fn peer(status: &'static str, body: String) -> Peer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let request = read_request(&mut stream).await;
-            seen.lock().unwrap().push(request);
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            stream.write_all(response.as_bytes()).await.unwrap();
-            stream.shutdown().await.unwrap();
-        }
-    });
-    Peer { base_url, requests }
-}
-
-/// The shape of an OpenAI chat.completion response, as such servers send it.
-fn chat_completion(content: &str) -> String {
-    json!({
-        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
-        "object": "chat.completion",
-        "created": 1741570283,
-        "model": "gpt-4o-mini-2024-07-18",
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": content, "refusal": null, "annotations": []},
-            "logprobs": null,
-            "finish_reason": "stop"
-        }],
-        "usage": {"prompt_tokens": 1117, "completion_tokens": 46, "total_tokens": 1163,
-                  "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-                  "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}},
-        "service_tier": "default",
-        "system_fingerprint": "fp_06737a9306"
-    })
-    .to_string()
-}
-
-fn config(base_url: &str) -> ModelFilterConfig {
-    ModelFilterConfig {
-        api_key: Some("sk-test-123".to_string()),
-        ..ModelFilterConfig::new(base_url, "filter-model")
-    }
-}
-
-#[tokio::test]
-async fn model_filter_returns_the_models_answer() {
-    let answer = "## Fuel\n\nDiesel is sold at the fuel berth on the north quay from 8 to 6.";
-    let server = peer("200 OK", chat_completion(answer)).await;
-    let filter = ModelFilter::new(config(&server.base_url)).unwrap();
-    let out = filter.filter(PAGE, Some("diesel"), 2000).await;
+#[test]
+fn a_model_gets_the_focus_the_budget_and_a_large_page_narrowed_first() {
     assert_eq!(
-        out,
-        Filtered {
-            text: answer.to_string(),
-            note: None
-        }
+        model_request(PAGE, Some("diesel"), 2000),
+        format!("Focus: diesel\nBudget: 2000 bytes\n\n<page>\n{PAGE}\n</page>")
     );
-
-    let requests = server.requests.lock().unwrap().clone();
-    assert_eq!(requests.len(), 1);
-    let (head, body) = requests[0].split_once("\r\n\r\n").unwrap();
+    assert!(model_request(PAGE, None, 10).starts_with("Focus: none (keep the main content)\n"));
+    let huge = PAGE.repeat(MODEL_INPUT_MAX / PAGE.len() + 2);
+    let sent = model_request(&huge, Some("diesel"), 2000);
     assert!(
-        head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
-        "{head}"
-    );
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("authorization: bearer sk-test-123"),
-        "{head}"
-    );
-    let body: Value = serde_json::from_str(body).unwrap();
-    assert_eq!(
-        body,
-        json!({
-            "model": "filter-model",
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": MODEL_INSTRUCTION},
-                {"role": "user", "content": format!("Focus: diesel\nBudget: 2000 bytes\n\n<page>\n{PAGE}\n</page>")}
-            ]
-        })
-    );
-}
-
-#[tokio::test]
-async fn model_filter_fails_open_on_a_server_error() {
-    let server = peer(
-        "500 Internal Server Error",
-        r#"{"error":{"message":"boom"}}"#.to_string(),
-    )
-    .await;
-    let filter = ModelFilter::new(config(&server.base_url)).unwrap();
-    let out = filter.filter(PAGE, Some("fuel"), 300).await;
-    assert_eq!(
-        out,
-        Filtered {
-            note: Some("model filter unavailable (HTTP 500 Internal Server Error); showing the built-in filter's result".to_string()),
-            ..run(PAGE, Some("fuel"), 300)
-        }
-    );
-}
-
-#[tokio::test]
-async fn model_filter_fails_open_on_an_answer_that_is_not_a_completion() {
-    let server = peer("200 OK", "<html>proxy login</html>".to_string()).await;
-    let filter = ModelFilter::new(config(&server.base_url)).unwrap();
-    let out = filter.filter(PAGE, None, 300).await;
-    assert_eq!(
-        out.note.as_deref(),
-        Some(
-            "model filter unavailable (its answer was not a chat completion); showing the built-in filter's result"
-        )
-    );
-    assert_eq!(out.text, run(PAGE, None, 300).text);
-
-    let empty = peer("200 OK", chat_completion("  ")).await;
-    let out = ModelFilter::new(config(&empty.base_url))
-        .unwrap()
-        .filter(PAGE, None, 300)
-        .await;
-    assert_eq!(
-        out.note.as_deref(),
-        Some(
-            "model filter unavailable (its answer had no message content); showing the built-in filter's result"
-        )
-    );
-}
-
-#[tokio::test]
-async fn model_filter_fails_open_when_the_server_never_answers() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            held.push(stream); // accepted, never answered
-        }
-    });
-    let filter = ModelFilter::new(ModelFilterConfig {
-        timeout: Duration::from_millis(300),
-        ..config(&base_url)
-    })
-    .unwrap();
-    let started = std::time::Instant::now();
-    let out = filter.filter(PAGE, Some("fuel"), 300).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(
-        out,
-        Filtered {
-            note: Some("model filter unavailable (no answer within 0.3 s); showing the built-in filter's result".to_string()),
-            ..run(PAGE, Some("fuel"), 300)
-        }
-    );
-}
-
-#[tokio::test]
-async fn model_filter_fails_open_when_nothing_listens() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    drop(listener);
-    let out = ModelFilter::new(config(&base_url))
-        .unwrap()
-        .filter(PAGE, None, 10_000)
-        .await;
-    assert_eq!(
-        out,
-        Filtered {
-            text: CLEAN.to_string(),
-            note: Some(format!(
-                "model filter unavailable (could not connect to {base_url}); showing the built-in filter's result"
-            )),
-        }
+        sent.len() < MODEL_INPUT_MAX + 200,
+        "{} bytes sent",
+        sent.len()
     );
 }
 
 #[test]
-fn the_api_key_stays_out_of_debug_output() {
-    let shown = format!("{:?}", config("http://127.0.0.1:1/v1"));
-    assert!(
-        !shown.contains("sk-test-123") && shown.contains("[set]"),
-        "{shown}"
+fn a_model_answer_is_cut_to_the_budget_and_a_failure_falls_back_with_a_note() {
+    let answer = model_outcome(Ok("é".repeat(10)), PAGE, None, 5);
+    assert_eq!(
+        answer,
+        Filtered {
+            text: "éé".to_string(),
+            note: None
+        }
+    );
+    let failed = model_outcome(Err("HTTP 500".into()), PAGE, Some("fuel"), 300);
+    assert_eq!(
+        failed,
+        Filtered {
+            note: Some(
+                "model filter unavailable (HTTP 500); showing the built-in filter's result"
+                    .to_string()
+            ),
+            ..run(PAGE, Some("fuel"), 300)
+        }
     );
 }
