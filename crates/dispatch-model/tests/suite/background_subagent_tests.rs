@@ -134,7 +134,8 @@ async fn stop_ends_a_leg_whose_model_is_still_thinking() {
     let (status, stopped) = one(&fx, json!({"mode": "stop", "id": id})).await;
     assert_eq!(status, Status::Ok, "{stopped}");
     assert!(
-        stopped.contains("status: stopped") && stopped.contains("It was stopped before it finished."),
+        stopped.contains("status: stopped")
+            && stopped.contains("It was stopped before it finished."),
         "{stopped}"
     );
     assert!(!stopped.contains("too late"), "{stopped}");

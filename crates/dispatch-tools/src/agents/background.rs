@@ -169,7 +169,12 @@ impl BackgroundSubagents {
             .collect())
     }
 
-    async fn leg(&self, parent: &str, id: Option<&str>, mode: &str) -> Result<LegRecord, ToolError> {
+    async fn leg(
+        &self,
+        parent: &str,
+        id: Option<&str>,
+        mode: &str,
+    ) -> Result<LegRecord, ToolError> {
         let Some(id) = id else {
             return Err(ToolError::failed(format!(
                 "mode={mode} needs the id that start returned; mode=list shows this session's ids"
@@ -406,7 +411,12 @@ fn read_text(leg: &LegRecord) -> String {
     if let Some(ended) = leg.ended_ms {
         text.push_str(&format!(" · ended {} UTC", format_ms(ended)));
     }
-    let header = leg_header(&leg.model, &leg.session, leg.input_tokens, leg.output_tokens);
+    let header = leg_header(
+        &leg.model,
+        &leg.session,
+        leg.input_tokens,
+        leg.output_tokens,
+    );
     let result = leg.result.as_deref().unwrap_or_default();
     match leg.status {
         LegStatus::Running => {

@@ -17,9 +17,11 @@ use crate::test_support::{Harness, run_tool};
 
 /// A leg's task says what it does: `answer:TEXT`, `hold:TEXT` (report progress, then wait
 /// until released or stopped, then answer TEXT), `give-up:WHY`, `error`, `panic`.
+type SeenLeg = (String, Option<String>, Vec<String>);
+
 struct Scripted {
     /// (session, model, exclude) of every leg run.
-    seen: Mutex<Vec<(String, Option<String>, Vec<String>)>>,
+    seen: Mutex<Vec<SeenLeg>>,
     release: Arc<Semaphore>,
 }
 
@@ -94,9 +96,8 @@ async fn fixture() -> Fx {
 
 /// One call in session `session`: its status and its text without the tool-name prefix.
 async fn call_in(fx: &Fx, session: &str, args: Value) -> (Status, String) {
-    let out = fx
-        .h
-        .round(
+    let out =
+        fx.h.round(
             session,
             "r",
             vec![run_tool("c", "background_subagents", args)],
@@ -170,7 +171,11 @@ async fn start_returns_an_id_at_once_and_read_shows_progress_then_the_answer() {
     );
     let stored = record(&fx, &id).await;
     assert_eq!(
-        (stored.status, stored.result.as_deref(), stored.session.as_str()),
+        (
+            stored.status,
+            stored.result.as_deref(),
+            stored.session.as_str()
+        ),
         (LegStatus::Done, Some("the answer is 42"), session.as_str())
     );
     assert!(stored.ended_ms.is_some());
@@ -189,7 +194,12 @@ async fn a_leg_never_has_the_agent_tools_and_inherits_the_exclusions() {
     );
     round.exclude = vec!["http_request".into()];
     let out = fx.h.engine.round(round).await.unwrap();
-    assert_eq!(out.results[0].status, Status::Ok, "{}", out.results[0].content);
+    assert_eq!(
+        out.results[0].status,
+        Status::Ok,
+        "{}",
+        out.results[0].content
+    );
     let id = out.results[0]
         .content
         .split("started background subagent ")
@@ -292,7 +302,10 @@ async fn a_leg_that_fails_errs_or_panics_reads_failed_with_why() {
         "{text}"
     );
     let text = read_until_ended(&fx, &panicked).await;
-    assert!(text.contains("the subagent failed: the subagent crashed"), "{text}");
+    assert!(
+        text.contains("the subagent failed: the subagent crashed"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -179,7 +179,9 @@ fn short_hash(text: &str) -> String {
 
 /// The first line of every leg's result: which model, which session, what it cost.
 fn leg_header(model: &str, session: &str, input_tokens: u64, output_tokens: u64) -> String {
-    format!("[subagent · {model} · session={session} · usage: {input_tokens}/{output_tokens} tokens]")
+    format!(
+        "[subagent · {model} · session={session} · usage: {input_tokens}/{output_tokens} tokens]"
+    )
 }
 
 /// Why a leg stopped without an answer, and what it had by then.

@@ -820,11 +820,7 @@ fn a_round_over_max_calls_per_round_is_refused_with_400_and_leaves_no_trace() {
 fn background(daemon: &Served, call_id: &str, args: Value) -> (String, String) {
     let report = daemon.post_ok(
         "/v1/sessions/s/rounds?run=r1&report=1",
-        &openai(&[(
-            call_id,
-            "run_tool",
-            run_tool("background_subagents", args),
-        )]),
+        &openai(&[(call_id, "run_tool", run_tool("background_subagents", args))]),
     );
     let result = &report["results"][0];
     (
