@@ -1,14 +1,16 @@
-//! The agent loop as the runner of `subagents` legs: each leg is an [`Agent`] turn over the
-//! same engine, in the leg's own session, with the model it asked for.
+//! The agent loop as the runner of `subagents` and `background_subagents` legs: each leg is an
+//! [`Agent`] turn over the same engine, in the leg's own session, with the model it asked for.
+//! A leg that wants progress hears of each model call and each tool call's start and end, one
+//! line each (never the streamed text).
 
 use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
-use dispatch_engine::Engine;
+use dispatch_engine::{Engine, Event, EventKind, EventSink};
 use dispatch_store::Store;
-use dispatch_tools::agents::{LegOutcome, LegRequest, LegRunner};
+use dispatch_tools::agents::{LegOutcome, LegProgress, LegRequest, LegRunner};
 
-use crate::{Agent, AgentEnd, AgentRequest, ModelClient, ModelConfig, Reasoning};
+use crate::{Agent, AgentEnd, AgentEvent, AgentRequest, ModelClient, ModelConfig, Reasoning};
 
 pub struct AgentLegs {
     /// Weak: the engine's own registry holds the subagents tool that holds this runner.
@@ -85,6 +87,17 @@ impl LegRunner for AgentLegs {
         req.exclude = leg.exclude;
         req.system_prompt = leg.system_prompt;
         req.cancel = leg.cancel;
+        if let Some(progress) = leg.progress {
+            req.on_event = Some(Arc::new({
+                let progress = progress.clone();
+                move |event: AgentEvent| {
+                    if let Some(line) = model_line(&event) {
+                        progress(line);
+                    }
+                }
+            }));
+            req.round_events = Some(Arc::new(ToolLines(progress)));
+        }
         let outcome = agent.run(req).await.map_err(|e| e.to_string())?;
         let (answer, stopped) = match outcome.end {
             AgentEnd::Answer { text } => (text, None),
@@ -114,5 +127,45 @@ impl LegRunner for AgentLegs {
 
     fn models(&self) -> Vec<String> {
         self.models.iter().map(|(n, _)| n.clone()).collect()
+    }
+}
+
+/// A model event as a progress line; streamed text is not one.
+fn model_line(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::ModelCall { turn, model } => Some(format!("turn {turn}: asking {model}")),
+        AgentEvent::ModelText { .. } => None,
+        AgentEvent::ModelRetry {
+            attempt, wait_ms, ..
+        } => Some(format!(
+            "the model request failed; try {attempt} in {wait_ms} ms"
+        )),
+        AgentEvent::ModelDone {
+            turn, tool_calls, ..
+        } => Some(match tool_calls {
+            0 => format!("turn {turn}: the model answered"),
+            n => format!("turn {turn}: the model called {n} tool(s)"),
+        }),
+    }
+}
+
+/// A leg's round events as progress lines: each tool call as it starts and as it ends.
+struct ToolLines(LegProgress);
+
+impl EventSink for ToolLines {
+    fn send(&self, event: &Arc<Event>) {
+        match &event.kind {
+            EventKind::ToolCallStart { tool_name, .. } => (self.0)(format!("running {tool_name}")),
+            EventKind::ToolResult {
+                tool_name, status, ..
+            } => (self.0)(format!(
+                "{tool_name}: {}",
+                serde_json::to_value(status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            )),
+            _ => {}
+        }
     }
 }

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use dispatch_engine::{
     Effect, Question, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
-use dispatch_store::{ChatHistory, ErrorMemory, FileHistory, ResultCache, Store};
+use dispatch_store::{AgentStore, ChatHistory, ErrorMemory, FileHistory, ResultCache, Store};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -179,6 +179,8 @@ pub struct Stores {
     pub error_memory: Option<Arc<dyn ErrorMemory>>,
     /// The sessions' transcripts as searchable history (chat_history).
     pub chat_history: Option<Arc<dyn ChatHistory>>,
+    /// Background subagents' state and results (background_subagents).
+    pub agents: Option<Arc<dyn AgentStore>>,
 }
 
 impl Stores {
@@ -189,6 +191,7 @@ impl Stores {
             file_history: Some(store.clone()),
             error_memory: Some(store.clone()),
             chat_history: Some(store.clone()),
+            agents: Some(store.clone()),
         }
     }
 }

@@ -1,5 +1,6 @@
 mod agent_tests;
 mod anthropic_tests;
+mod background_subagent_tests;
 mod conversation_tests;
 mod filter_tests;
 mod gemini_tests;

@@ -17,15 +17,16 @@ use serde_json::{Value, json};
 use super::agent_tests::{calls, says};
 use super::support::FakeServer;
 
-struct Fixture {
-    engine: Arc<Engine>,
+pub(super) struct Fixture {
+    pub(super) engine: Arc<Engine>,
     store: Arc<dyn Store>,
     _workdir: tempfile::TempDir,
 }
 
-/// An engine whose subagents run legs on the model at `server`; the engine's own concurrency
-/// bound is above the subagents cap, so the cap is what limits legs.
-fn fixture(server: &FakeServer) -> Fixture {
+/// An engine whose subagents (and background subagents) run legs on the model at `server`;
+/// the engine's own concurrency bound is above the subagents cap, so the cap is what limits
+/// legs.
+pub(super) fn fixture(server: &FakeServer) -> Fixture {
     let store: Arc<dyn Store> = Arc::new(dispatch_store::memory::MemoryStore::default());
     let workdir = tempfile::tempdir().unwrap();
     let legs = Legs::default();

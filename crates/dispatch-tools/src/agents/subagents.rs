@@ -1,7 +1,8 @@
 //! `subagents`: run a subtask in a session of its own and return its answer. At most three
 //! legs of one parent session run at once; a fourth waits for a free place (its timeout keeps
 //! running while it waits). A leg never gets the agent tools (no recursion) or the tools that
-//! change files, and inherits the parent's exclusions.
+//! change files, and inherits the parent's exclusions (see `super::leg_request`). Legs of
+//! background_subagents have places of their own and do not take these.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -14,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use super::{LegRequest, Legs};
+use super::{LegChoice, Legs, Reasoning, leg_header, leg_request, short_hash, stopped_text};
 use crate::BuiltinTool;
 
 /// Legs of one parent session that run at once (the seed's cap).
@@ -23,31 +24,11 @@ pub const MAX_RUNNING_LEGS: usize = 3;
 /// A leg's whole time, waiting for a place included (the seed's subagent timeout).
 const LEG_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// Tools a leg never has (the seed's charter): the agent tools, as a leg starting legs could
-/// fan out without bound; the file-changing tools, so parallel legs never edit the same files
-/// behind the parent's back; and the media tools, which cost money.
-const NEVER_IN_A_LEG: [&str; 6] = [
-    "subagents",
-    "background_subagents",
-    "edit_file",
-    "remove_file",
-    "restore_file",
-    "generate_*",
-];
-
 #[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 enum Mode {
     Invoke,
     List,
-}
-
-#[derive(Deserialize, JsonSchema, Clone, Copy)]
-#[serde(rename_all = "snake_case")]
-enum Reasoning {
-    Low,
-    Medium,
-    High,
 }
 
 /// Run a subtask in its own session, or list the models and named sessions.
@@ -104,38 +85,6 @@ impl Subagents {
     }
 }
 
-/// A session id for a leg: `<parent>:sub:<name>`, or a new one; ids keep to the session rule.
-fn leg_session(parent: &str, args: &SubagentsArgs, call_id: &str) -> Result<String, ToolError> {
-    if let Some(id) = &args.session_id {
-        return match dispatch_engine::ids::session_id_problem(id) {
-            None => Ok(id.clone()),
-            Some(problem) => Err(ToolError::failed(format!("session_id: {problem}"))),
-        };
-    }
-    let leaf = match &args.name {
-        Some(name) => name.clone(),
-        None => format!(
-            "tmp-{}",
-            short_hash(&format!(
-                "{parent}|{call_id}|{:?}",
-                std::time::SystemTime::now()
-            ))
-        ),
-    };
-    // Long parents are shortened by a hash so the id stays within the session-id limit.
-    let parent = if parent.len() > 48 {
-        let head: String = parent.chars().take(32).collect();
-        format!("{head}-{}", short_hash(parent))
-    } else {
-        parent.to_string()
-    };
-    Ok(format!("{parent}:sub:{leaf}"))
-}
-
-fn short_hash(text: &str) -> String {
-    blake3::hash(text.as_bytes()).to_hex()[..12].to_string()
-}
-
 #[async_trait]
 impl BuiltinTool for Subagents {
     const NAME: &'static str = "subagents";
@@ -152,11 +101,7 @@ impl BuiltinTool for Subagents {
     }
 
     async fn run(&self, cx: ToolContext, args: SubagentsArgs) -> Result<ToolOutput, ToolError> {
-        let Some(runner) = self.legs.runner() else {
-            return Err(ToolError::failed(
-                "no model is configured for subagents: the user adds a [models.<name>] table to tooldispatch's config file; do the subtask yourself meanwhile",
-            ));
-        };
+        let runner = self.legs.runner()?;
         let mode = args.mode.unwrap_or(match args.task {
             Some(_) => Mode::Invoke,
             None => Mode::List,
@@ -179,15 +124,24 @@ impl BuiltinTool for Subagents {
             ));
         };
         let parent = cx.session_id.to_string();
-        let session = leg_session(&parent, &args, &cx.call_id)?;
-        if session == parent {
-            return Err(ToolError::failed(
-                "session_id is this session; a subagent runs in a session of its own",
-            ));
-        }
-        let mut exclude: Vec<String> = cx.exclude.entries().to_vec();
-        exclude.extend(NEVER_IN_A_LEG.iter().map(|s| s.to_string()));
-        exclude.extend(args.exclude_tools.clone().unwrap_or_default());
+        let fresh = format!(
+            "tmp-{}",
+            short_hash(&format!(
+                "{parent}|{}|{:?}",
+                cx.call_id,
+                std::time::SystemTime::now()
+            ))
+        );
+        let choice = LegChoice {
+            name: args.name.as_deref(),
+            session_id: args.session_id.as_deref(),
+            model: args.model.as_deref(),
+            reasoning: args.reasoning,
+            system_prompt: args.system_prompt.as_deref(),
+            exclude_tools: args.exclude_tools.as_deref(),
+        };
+        let leg = leg_request(&cx, task, &choice, &fresh, cx.cancel.clone())?;
+        let session = leg.session.clone();
         let places = self.places_of(&parent);
         // Cancellation first: when the parent is cancelled, its running legs stop and free
         // their places, and a queued leg must not take one.
@@ -204,38 +158,20 @@ impl BuiltinTool for Subagents {
             }
         }
         let outcome = runner
-            .run_leg(LegRequest {
-                parent,
-                session: session.clone(),
-                task,
-                model: args.model.clone(),
-                reasoning: args.reasoning.map(|r| {
-                    match r {
-                        Reasoning::Low => "low",
-                        Reasoning::Medium => "medium",
-                        Reasoning::High => "high",
-                    }
-                    .to_string()
-                }),
-                system_prompt: args.system_prompt.clone(),
-                exclude,
-                cancel: cx.cancel.clone(),
-            })
+            .run_leg(leg)
             .await
             .map_err(|e| ToolError::failed(format!("the subagent failed: {e}")))?;
-        let header = format!(
-            "[subagent · {} · session={session} · usage: {}/{} tokens]",
-            outcome.model, outcome.input_tokens, outcome.output_tokens
+        let header = leg_header(
+            &outcome.model,
+            &session,
+            outcome.input_tokens,
+            outcome.output_tokens,
         );
         match outcome.stopped {
             None => Ok(ToolOutput::text(format!("{header}\n{}", outcome.answer))),
             Some(why) => Err(ToolError::failed(format!(
-                "{header}\nthe subagent stopped without an answer: {why}{}",
-                if outcome.answer.is_empty() {
-                    String::new()
-                } else {
-                    format!("\nwhat it had: {}", outcome.answer)
-                }
+                "{header}\n{}",
+                stopped_text(&why, &outcome.answer)
             ))),
         }
     }

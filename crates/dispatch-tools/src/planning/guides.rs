@@ -84,6 +84,7 @@ Write the task so a stranger could do it:
 3. Scope: what to do and what to leave alone. Subagents cannot edit files or start subagents of their own.
 4. What to return, with shape and size: \"a table with columns vendor, price, source URL; at most 200 words\".
 Limits: at most 3 legs run in parallel; put independent dispatches in the same reply so they run together. Each leg has a time budget, so split long jobs.
+Work you don't need before going on: background_subagents(task=...) starts it and returns an id at once; read it later (mode=read, id=...), stop it when no longer needed (mode=stop). At most 16 run at once per session, apart from the 3 above.
 Afterwards: check the claims you will rely on, merge the answers, and don't paste them verbatim.";
 
 const WRITE_TODO: &str = "\

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -50,6 +51,12 @@ pub(super) type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// A model server answering each request with the next of `replies`; its base URL.
 pub(super) fn model_server(replies: Vec<String>) -> (String, Seen) {
+    model_server_paced(replies.into_iter().map(|r| (Duration::ZERO, r)).collect())
+}
+
+/// A model server answering each request, one at a time, with the next of `replies` after
+/// that reply's wait (a model thinking); its base URL.
+pub(super) fn model_server_paced(replies: Vec<(Duration, String)>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen: Seen = Arc::default();
@@ -79,9 +86,10 @@ pub(super) fn model_server(replies: Vec<String>) -> (String, Seen) {
             log.lock()
                 .unwrap()
                 .push((authorization, serde_json::from_slice(&body).unwrap()));
-            let reply = replies
+            let (wait, reply) = replies
                 .next()
-                .unwrap_or_else(|| answer("no scripted reply left"));
+                .unwrap_or_else(|| (Duration::ZERO, answer("no scripted reply left")));
+            std::thread::sleep(wait);
             let _ = stream.write_all(
                 format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{reply}"

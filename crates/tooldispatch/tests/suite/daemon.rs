@@ -945,3 +945,132 @@ fn without_a_model_the_agent_endpoint_says_how_to_add_one() {
     resp.assert_error(501, "no_model", &daemon.stderr());
     assert!(resp.body.contains("[models."), "{}", resp.body);
 }
+
+/// One background_subagents call through the daemon in session `s`: its status and content.
+fn background(daemon: &Served, call_id: &str, args: Value) -> (String, String) {
+    let report = daemon.post_ok(
+        "/v1/sessions/s/rounds?run=r1&report=1",
+        &openai(&[(call_id, "run_tool", run_tool("background_subagents", args))]),
+    );
+    let result = &report["results"][0];
+    (
+        result["status"].as_str().unwrap_or_default().to_string(),
+        result["content"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// The id in a start's answer.
+fn started_id(content: &str) -> String {
+    content
+        .split("started background subagent ")
+        .nth(1)
+        .and_then(|t| t.split_once(' '))
+        .unwrap_or_else(|| panic!("not a start: {content}"))
+        .0
+        .to_string()
+}
+
+#[test]
+fn a_background_subagent_running_when_the_daemon_dies_reads_interrupted_after_the_restart() {
+    let td = Td::new();
+    let (base, seen) = super::agent::model_server_paced(vec![
+        (Duration::ZERO, super::agent::answer("the quick answer")),
+        // The second leg's model is still thinking when the daemon dies.
+        (
+            Duration::from_secs(600),
+            super::agent::answer("never delivered"),
+        ),
+    ]);
+    let config = td.file(
+        "config.toml",
+        &format!(
+            "[models.fake]\nprovider = \"openai\"\nmodel = \"fake-1\"\nbase_url = \"{base}\"\nkey = \"none\"\n"
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let mut daemon = td.serve("127.0.0.1:0", &["--config", config], &[]);
+    daemon.post_ok(
+        "/v1/sessions/s/rounds?run=r1",
+        &select("c0", "background_subagents"),
+    );
+
+    // The first leg finishes before the restart.
+    let (status, started) = background(&daemon, "c1", json!({"task": "a quick one"}));
+    assert_eq!(status, "ok", "{started}");
+    let quick = started_id(&started);
+    let deadline = Instant::now() + WAIT;
+    let done = loop {
+        let (_, text) = background(&daemon, "c2", json!({"mode": "read", "id": quick}));
+        if text.contains("status: done") {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never done: {text}\nstderr: {}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+
+    // The second is waiting on its model when the daemon is killed.
+    let (status, started) = background(&daemon, "c3", json!({"task": "a slow one"}));
+    assert_eq!(status, "ok", "{started}");
+    let slow = started_id(&started);
+    let deadline = Instant::now() + WAIT;
+    while seen.lock().unwrap().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow leg never asked its model\nstderr: {}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, running) = background(&daemon, "c4", json!({"mode": "read", "id": slow}));
+    assert!(running.contains("status: running"), "{running}");
+    daemon.signal("-KILL");
+    daemon.wait_exit(WAIT);
+    drop(daemon);
+
+    // Restarted on the same store: the slow leg is reported interrupted, the quick one done.
+    let daemon = td.serve("127.0.0.1:0", &["--config", config], &[]);
+    let (status, interrupted) = background(&daemon, "c5", json!({"mode": "read", "id": slow}));
+    assert_eq!(status, "ok", "{interrupted}");
+    assert!(
+        interrupted.contains(&format!("background subagent {slow} · status: interrupted"))
+            && interrupted.contains("it will not resume"),
+        "{interrupted}"
+    );
+    let (_, list) = background(&daemon, "c6", json!({"mode": "list"}));
+    let list: Value = serde_json::from_str(
+        list.strip_prefix("[background_subagents] ")
+            .unwrap_or(&list),
+    )
+    .unwrap_or_else(|e| panic!("{e}: {list}"));
+    let rows: Vec<(String, String, String)> = list["background_subagents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["id"].as_str().unwrap().to_string(),
+                l["status"].as_str().unwrap().to_string(),
+                l["task"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (quick.clone(), "done".to_string(), "a quick one".to_string()),
+            (slow, "interrupted".to_string(), "a slow one".to_string()),
+        ]
+    );
+    assert_eq!(list["running"], 0, "{list}");
+    let (_, again) = background(&daemon, "c7", json!({"mode": "read", "id": quick}));
+    let header = format!(
+        "\n[subagent · fake · session=s:sub:{quick} · usage: 100/10 tokens]\nthe quick answer"
+    );
+    assert!(done.ends_with(&header), "{done}");
+    assert!(again.ends_with(&header), "{again}");
+    assert_eq!(seen.lock().unwrap().len(), 2, "a leg was re-run");
+}
