@@ -2,6 +2,7 @@ mod agent_tests;
 mod anthropic_tests;
 mod conversation_tests;
 mod gemini_tests;
+mod media_tests;
 mod openai_tests;
 mod responses_tests;
 mod retry_tests;
