@@ -225,9 +225,8 @@ impl ModelClient {
         let mut headers = HeaderMap::new();
         headers.insert(
             "content-type",
-            HeaderValue::from_str(content_type).map_err(|_| {
-                ModelError::Config(format!("{content_type:?} is no header value"))
-            })?,
+            HeaderValue::from_str(content_type)
+                .map_err(|_| ModelError::Config(format!("{content_type:?} is no header value")))?,
         );
         headers.insert("accept", HeaderValue::from_static(accept));
         if self.provider() == ProviderKind::Anthropic {

@@ -59,7 +59,9 @@ impl OpenAiMedia {
 
     /// A client of the chosen model, its key resolved now.
     async fn client(&self, choice: &Choice) -> Result<(String, ModelClient), MediaError> {
-        let (name, config) = choice.as_ref().map_err(|e| MediaError::NoModel(e.clone()))?;
+        let (name, config) = choice
+            .as_ref()
+            .map_err(|e| MediaError::NoModel(e.clone()))?;
         let secret = match config.key_source() {
             Ok(KeySource::Secret(secret)) => self
                 .store
@@ -87,7 +89,8 @@ fn choose(
     kind: &str,
     example: &str,
 ) -> Choice {
-    let openai = |p: ProviderKind| matches!(p, ProviderKind::OpenAi | ProviderKind::OpenAiResponses);
+    let openai =
+        |p: ProviderKind| matches!(p, ProviderKind::OpenAi | ProviderKind::OpenAiResponses);
     let add = format!(
         "add a [models.<name>] entry with provider = \"openai\" and model = \"{example}\" to tooldispatch's config file and name it in [media] {kind}_model"
     );
@@ -245,7 +248,9 @@ fn image_bytes(answer: &[u8]) -> Result<Vec<u8>, String> {
             String::from_utf8_lossy(&answer[..answer.len().min(200)])
         )
     })?;
-    let first = value.pointer("/data/0").ok_or("its answer has no data[0]")?;
+    let first = value
+        .pointer("/data/0")
+        .ok_or("its answer has no data[0]")?;
     if let Some(b64) = first.get("b64_json").and_then(Value::as_str) {
         return base64::engine::general_purpose::STANDARD
             .decode(b64.trim())
@@ -321,7 +326,10 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn entry(name: &str, provider: ProviderKind) -> (String, ModelConfig) {
-        (name.to_string(), ModelConfig::new(provider, format!("{name}-model")))
+        (
+            name.to_string(),
+            ModelConfig::new(provider, format!("{name}-model")),
+        )
     }
 
     #[test]
@@ -336,7 +344,9 @@ mod tests {
         assert_eq!(picked(None), Ok("chat".to_string()));
         let wrong = picked(Some("claude")).unwrap_err();
         assert!(
-            wrong.starts_with("[media] image_model names [models.claude], whose provider is anthropic"),
+            wrong.starts_with(
+                "[media] image_model names [models.claude], whose provider is anthropic"
+            ),
             "{wrong}"
         );
         let none = choose(&models[..1], None, "audio", "gpt-4o-mini-tts").unwrap_err();
@@ -355,6 +365,10 @@ mod tests {
         let url = image_bytes(br#"{"data":[{"url":"https://x/y.png"}]}"#).unwrap_err();
         assert!(url.contains("URL instead of the image bytes"), "{url}");
         assert!(image_bytes(b"<html>").unwrap_err().contains("not JSON"));
-        assert!(image_bytes(br#"{"data":[]}"#).unwrap_err().contains("no data[0]"));
+        assert!(
+            image_bytes(br#"{"data":[]}"#)
+                .unwrap_err()
+                .contains("no data[0]")
+        );
     }
 }

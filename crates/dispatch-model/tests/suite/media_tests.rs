@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine as _;
 use dispatch_engine::{
-    ConfirmReply, ConfirmRequest, Confirmer, Engine, EngineConfig, Provider, RawCall,
-    RoundOutcome, RoundRequest, SlotResult, Status,
+    ConfirmReply, ConfirmRequest, Confirmer, Engine, EngineConfig, Provider, RawCall, RoundOutcome,
+    RoundRequest, SlotResult, Status,
 };
 use dispatch_model::{ModelConfig, OpenAiMedia, ProviderKind, RetryPolicy};
 use dispatch_store::Store;
@@ -58,15 +58,16 @@ impl Fixture {
         let store: Arc<dyn Store> =
             dispatch_store::open(&format!("sqlite:{}", store_file.display())).unwrap();
         store.secret_set("MEDIA_KEY", KEY).await.unwrap();
-        let models: Vec<(String, ModelConfig)> = [("img", "gpt-image-1"), ("tts", "gpt-4o-mini-tts")]
-            .into_iter()
-            .map(|(name, model)| {
-                let mut config = ModelConfig::new(ProviderKind::OpenAi, model);
-                config.base_url = Some(server.base_url.clone());
-                config.key = Some("{{secret:MEDIA_KEY}}".into());
-                (name.to_string(), config)
-            })
-            .collect();
+        let models: Vec<(String, ModelConfig)> =
+            [("img", "gpt-image-1"), ("tts", "gpt-4o-mini-tts")]
+                .into_iter()
+                .map(|(name, model)| {
+                    let mut config = ModelConfig::new(ProviderKind::OpenAi, model);
+                    config.base_url = Some(server.base_url.clone());
+                    config.key = Some("{{secret:MEDIA_KEY}}".into());
+                    (name.to_string(), config)
+                })
+                .collect();
         let media = OpenAiMedia::new(store.clone(), &models, Some("img"), Some("tts"))
             .with_retry_policy(RetryPolicy {
                 max_attempts: 2,
@@ -111,7 +112,12 @@ impl Fixture {
         );
         let marked = self
             .engine
-            .round(RoundRequest::new("s1", format!("{run}-sel"), Provider::OpenAi, vec![select]))
+            .round(RoundRequest::new(
+                "s1",
+                format!("{run}-sel"),
+                Provider::OpenAi,
+                vec![select],
+            ))
             .await
             .unwrap();
         assert_eq!(marked.results[0].status, Status::Ok);
@@ -155,7 +161,10 @@ fn png(seed: u8) -> Vec<u8> {
 
 fn b64_answer(bytes: &[u8]) -> Reply {
     let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
-    Reply::status(200, &json!({"created": 1, "data": [{"b64_json": b64}]}).to_string())
+    Reply::status(
+        200,
+        &json!({"created": 1, "data": [{"b64_json": b64}]}).to_string(),
+    )
 }
 
 /// A mono 16-bit WAVE of `samples` samples at 24 kHz.
@@ -201,7 +210,13 @@ fn parts(content_type: &str, body: &[u8]) -> Vec<(String, Vec<u8>)> {
         let part = &body[pair[0] + delimiter.len() + 2..pair[1] - 2];
         let split = part.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
         let head = String::from_utf8_lossy(&part[..split]).to_string();
-        let name = head.split("name=\"").nth(1).unwrap().split('"').next().unwrap();
+        let name = head
+            .split("name=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
         out.push((name.to_string(), part[split + 4..].to_vec()));
     }
     out
@@ -227,11 +242,17 @@ async fn a_generated_image_is_saved_as_served_and_shown_to_the_model() {
     let path = saved_path(&result.content);
     assert_eq!(path.parent().unwrap(), fx.deliverables());
     assert!(
-        path.file_name().unwrap().to_string_lossy().ends_with("-a-red-fox-in-snow.png"),
+        path.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with("-a-red-fox-in-snow.png"),
         "{path:?}"
     );
     assert_eq!(std::fs::read(&path).unwrap(), image);
-    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     assert!(
         result
             .content
@@ -277,20 +298,35 @@ async fn an_edit_uploads_the_reference_file_and_save_to_gets_a_copy() {
     assert_eq!(result.status, Status::Ok, "{}", result.content);
     assert_eq!(
         fx.asked(),
-        ["generate_image calls a paid image API and writes the image to art/night/fox.png in the work directory"]
+        [
+            "generate_image calls a paid image API and writes the image to art/night/fox.png in the work directory"
+        ]
     );
-    assert!(result.content.ends_with(" and to art/night/fox.png"), "{}", result.content);
-    assert_eq!(std::fs::read(fx.root().join("art/night/fox.png")).unwrap(), edited);
+    assert!(
+        result.content.ends_with(" and to art/night/fox.png"),
+        "{}",
+        result.content
+    );
+    assert_eq!(
+        std::fs::read(fx.root().join("art/night/fox.png")).unwrap(),
+        edited
+    );
     assert_eq!(std::fs::read(saved_path(&result.content)).unwrap(), edited);
     let request = server.only_request();
     assert_eq!(request.path, "/v1/images/edits");
     let content_type = &request.headers["content-type"];
-    assert!(content_type.starts_with("multipart/form-data; boundary="), "{content_type}");
+    assert!(
+        content_type.starts_with("multipart/form-data; boundary="),
+        "{content_type}"
+    );
     let parts = parts(content_type, &request.raw);
     let names: Vec<&str> = parts.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["model", "prompt", "n", "image"]);
     assert_eq!(parts[1].1, b"Make it night");
-    assert_eq!(parts[3].1, reference, "the reference file's bytes went up as they are");
+    assert_eq!(
+        parts[3].1, reference,
+        "the reference file's bytes went up as they are"
+    );
     assert_eq!(out.results.len(), 1);
 
     // A second call to the same save_to is refused before anything is sent.
@@ -303,7 +339,9 @@ async fn an_edit_uploads_the_reference_file_and_save_to_gets_a_copy() {
         .await;
     assert_eq!(again.status, Status::Failed);
     assert!(
-        again.content.contains("save_to art/night/fox.png already exists and is never overwritten"),
+        again
+            .content
+            .contains("save_to art/night/fox.png already exists and is never overwritten"),
         "{}",
         again.content
     );
@@ -312,15 +350,26 @@ async fn an_edit_uploads_the_reference_file_and_save_to_gets_a_copy() {
 
 #[tokio::test]
 async fn a_declined_call_sends_nothing_and_saves_nothing() {
-    let server = FakeServer::start(vec![b64_answer(&png(4)), Reply::bytes("audio/wav", &wav(10))]).await;
+    let server = FakeServer::start(vec![
+        b64_answer(&png(4)),
+        Reply::bytes("audio/wav", &wav(10)),
+    ])
+    .await;
     let fx = Fixture::new(&server, false).await;
     let (image, _) = fx
-        .call("r1", "generate_image", json!({"prompt": "A cat", "save_to": "cat.png"}))
+        .call(
+            "r1",
+            "generate_image",
+            json!({"prompt": "A cat", "save_to": "cat.png"}),
+        )
         .await;
     let (audio, _) = fx
         .call("r2", "generate_audio", json!({"text": "Hello"}))
         .await;
-    assert_eq!((image.status, audio.status), (Status::Declined, Status::Declined));
+    assert_eq!(
+        (image.status, audio.status),
+        (Status::Declined, Status::Declined)
+    );
     assert_eq!(
         fx.asked(),
         [
@@ -341,8 +390,14 @@ async fn paths_outside_the_work_directory_are_refused_before_any_request() {
     std::fs::write(outside.path().join("ref.png"), png(5)).unwrap();
     for (run, args) in [
         ("r1", json!({"prompt": "x", "save_to": "../escape.png"})),
-        ("r2", json!({"prompt": "x", "save_to": outside.path().join("new.png").to_str().unwrap()})),
-        ("r3", json!({"prompt": "x", "reference_image_path": outside.path().join("ref.png").to_str().unwrap()})),
+        (
+            "r2",
+            json!({"prompt": "x", "save_to": outside.path().join("new.png").to_str().unwrap()}),
+        ),
+        (
+            "r3",
+            json!({"prompt": "x", "reference_image_path": outside.path().join("ref.png").to_str().unwrap()}),
+        ),
     ] {
         let (result, _) = fx.call(run, "generate_image", args.clone()).await;
         assert_eq!(result.status, Status::Failed, "{args}: {}", result.content);
@@ -354,10 +409,18 @@ async fn paths_outside_the_work_directory_are_refused_before_any_request() {
         );
     }
     let (audio, _) = fx
-        .call("r4", "generate_audio", json!({"text": "hi", "save_to": "../up.wav"}))
+        .call(
+            "r4",
+            "generate_audio",
+            json!({"text": "hi", "save_to": "../up.wav"}),
+        )
         .await;
     assert_eq!(audio.status, Status::Failed);
-    assert!(audio.content.contains("outside the work directory"), "{}", audio.content);
+    assert!(
+        audio.content.contains("outside the work directory"),
+        "{}",
+        audio.content
+    );
     assert!(server.requests().is_empty());
     assert!(!outside.path().join("new.png").exists());
 }
@@ -383,7 +446,10 @@ async fn speech_is_saved_as_served_with_its_exact_duration() {
             path.display()
         )
     );
-    assert!(path.to_string_lossy().ends_with("-good-morning.wav"), "{path:?}");
+    assert!(
+        path.to_string_lossy().ends_with("-good-morning.wav"),
+        "{path:?}"
+    );
     assert_eq!(std::fs::read(&path).unwrap(), audio);
     assert_eq!(std::fs::read(fx.root().join("hello.wav")).unwrap(), audio);
     let request = server.only_request();
@@ -480,7 +546,11 @@ async fn the_key_is_in_no_result_event_or_stored_record() {
     assert!(shown.contains("next: store_secret"), "{shown}");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    assert!(requests.iter().all(|r| r.headers["authorization"] == format!("Bearer {KEY}")));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.headers["authorization"] == format!("Bearer {KEY}"))
+    );
     assert!(!shown.contains(KEY), "the key is in a result or event");
     // The store: its events, transcripts and results (the secret itself is kept encrypted).
     drop(fx.engine);

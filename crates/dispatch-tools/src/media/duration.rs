@@ -77,7 +77,8 @@ fn flac(b: &[u8]) -> Result<Duration, String> {
         return Err("the bytes are no FLAC file with a STREAMINFO block".into());
     }
     let info = &b[8..8 + 34];
-    let rate = (u64::from(info[10]) << 12) | (u64::from(info[11]) << 4) | (u64::from(info[12]) >> 4);
+    let rate =
+        (u64::from(info[10]) << 12) | (u64::from(info[11]) << 4) | (u64::from(info[12]) >> 4);
     let total = ((u64::from(info[13]) & 0x0f) << 32)
         | (u64::from(info[14]) << 24)
         | (u64::from(info[15]) << 16)
@@ -117,7 +118,9 @@ fn mp3(b: &[u8]) -> Result<Duration, String> {
     if frames == 0 {
         return Err("no MPEG audio frame was found".into());
     }
-    Ok(Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)))
+    Ok(Duration::from_nanos(
+        u64::try_from(nanos).unwrap_or(u64::MAX),
+    ))
 }
 
 /// One MPEG audio frame header: (frame bytes, samples, sample rate), or `None` when `h` is no
@@ -136,15 +139,24 @@ fn mp3_frame(h: &[u8]) -> Option<(usize, u32, u32)> {
     }
     let mpeg1 = version == 3;
     const RATES: [u32; 3] = [44_100, 48_000, 32_000];
-    let rate = RATES[rate_index] >> match version {
-        3 => 0,
-        2 => 1,
-        _ => 2,
-    };
-    const V1_L1: [u32; 15] = [0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448];
-    const V1_L2: [u32; 15] = [0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384];
-    const V1_L3: [u32; 15] = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320];
-    const V2_L1: [u32; 15] = [0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256];
+    let rate = RATES[rate_index]
+        >> match version {
+            3 => 0,
+            2 => 1,
+            _ => 2,
+        };
+    const V1_L1: [u32; 15] = [
+        0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448,
+    ];
+    const V1_L2: [u32; 15] = [
+        0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384,
+    ];
+    const V1_L3: [u32; 15] = [
+        0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320,
+    ];
+    const V2_L1: [u32; 15] = [
+        0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256,
+    ];
     const V2_L23: [u32; 15] = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160];
     let kbps = match (mpeg1, layer) {
         (true, 3) => V1_L1,
@@ -196,11 +208,17 @@ mod tests {
     #[test]
     fn wav_duration_is_exact_from_its_header_also_with_a_streamed_size() {
         let exact = wav_file(24_000, 1, 36_000, None);
-        assert_eq!(audio_duration("wav", &exact), Ok(Duration::from_millis(1500)));
+        assert_eq!(
+            audio_duration("wav", &exact),
+            Ok(Duration::from_millis(1500))
+        );
         let stereo = wav_file(44_100, 2, 44_100 * 3, None);
         assert_eq!(audio_duration("wav", &stereo), Ok(Duration::from_secs(3)));
         let streamed = wav_file(24_000, 1, 12_000, Some(0xFFFF_FFFF));
-        assert_eq!(audio_duration("wav", &streamed), Ok(Duration::from_millis(500)));
+        assert_eq!(
+            audio_duration("wav", &streamed),
+            Ok(Duration::from_millis(500))
+        );
         assert!(audio_duration("wav", b"RIFF\0\0\0\0WAVE").is_err());
         assert!(audio_duration("wav", b"not a wave").is_err());
     }

@@ -133,7 +133,10 @@ impl BuiltinTool for GenerateAudio {
             .speech(
                 SpeechRequest {
                     text: args.text.clone(),
-                    voice: args.voice.clone().unwrap_or_else(|| DEFAULT_VOICE.to_string()),
+                    voice: args
+                        .voice
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_VOICE.to_string()),
                     format: ext.to_string(),
                 },
                 &cx.cancel,

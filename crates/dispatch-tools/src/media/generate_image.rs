@@ -219,9 +219,7 @@ impl BuiltinTool for GenerateImage {
                 Vec::new()
             }
         };
-        Ok(ToolOutput::text(text)
-            .with_images(images)
-            .with_paths(paths))
+        Ok(ToolOutput::text(text).with_images(images).with_paths(paths))
     }
 }
 

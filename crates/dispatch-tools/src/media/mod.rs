@@ -80,10 +80,9 @@ impl MediaError {
             MediaError::NoModel(message) | MediaError::Failed(message) => {
                 dispatch_engine::ToolError::failed(message)
             }
-            MediaError::Credential(message) => dispatch_engine::ToolError::Credential {
-                key: None,
-                message,
-            },
+            MediaError::Credential(message) => {
+                dispatch_engine::ToolError::Credential { key: None, message }
+            }
         }
     }
 }
