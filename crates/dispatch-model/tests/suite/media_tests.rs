@@ -173,9 +173,7 @@ fn wav(samples: u32) -> Vec<u8> {
     let mut out = b"RIFF".to_vec();
     out.extend_from_slice(&(36 + data).to_le_bytes());
     out.extend_from_slice(b"WAVEfmt ");
-    for field in [16u32] {
-        out.extend_from_slice(&field.to_le_bytes());
-    }
+    out.extend_from_slice(&16u32.to_le_bytes());
     out.extend_from_slice(&1u16.to_le_bytes());
     out.extend_from_slice(&1u16.to_le_bytes());
     out.extend_from_slice(&24_000u32.to_le_bytes());
