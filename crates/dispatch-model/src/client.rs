@@ -171,18 +171,64 @@ impl ModelClient {
             }
         };
         let body = serde_json::to_vec(&body).map_err(|e| self.stream_error(e.to_string()))?;
-        let response = self.send(&url, body, cancel, on_event).await?;
+        let headers = self.headers("application/json", "text/event-stream")?;
+        let response = self.send(&url, headers, body, cancel, on_event).await?;
         self.read(response, state, cancel, on_event).await
+    }
+
+    /// One plain request to `path` under the API root (`/images/generations`), retried as a
+    /// turn is; the whole answer's body, refused past `cap` bytes. For the media APIs, whose
+    /// answers are files, not event streams.
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+        cap: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, ModelError> {
+        let url = format!("{}{path}", self.config.base_url());
+        let headers = self.headers(content_type, "*/*")?;
+        let mut response = self.send(&url, headers, body, cancel, &|_| {}).await?;
+        let mut out = Vec::new();
+        loop {
+            let chunk = tokio::select! {
+                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+                chunk = response.chunk() => chunk,
+            };
+            match chunk {
+                Ok(Some(bytes)) => {
+                    if out.len() + bytes.len() > cap {
+                        return Err(self.stream_error(format!(
+                            "the answer is larger than {} MiB; refused",
+                            cap >> 20
+                        )));
+                    }
+                    out.extend_from_slice(&bytes);
+                }
+                Ok(None) => return Ok(out),
+                Err(e) => {
+                    return Err(ModelError::Connection {
+                        provider: self.provider(),
+                        message: format!("the answer broke off: {}", root_cause(&e)),
+                    });
+                }
+            }
+        }
     }
 
     fn provider(&self) -> ProviderKind {
         self.config.provider
     }
 
-    fn headers(&self) -> Result<HeaderMap, ModelError> {
+    fn headers(&self, content_type: &str, accept: &'static str) -> Result<HeaderMap, ModelError> {
         let mut headers = HeaderMap::new();
-        headers.insert("content-type", HeaderValue::from_static("application/json"));
-        headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+        headers.insert(
+            "content-type",
+            HeaderValue::from_str(content_type)
+                .map_err(|_| ModelError::Config(format!("{content_type:?} is no header value")))?,
+        );
+        headers.insert("accept", HeaderValue::from_static(accept));
         if self.provider() == ProviderKind::Anthropic {
             headers.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
         }
@@ -214,11 +260,11 @@ impl ModelClient {
     async fn send(
         &self,
         url: &str,
+        headers: HeaderMap,
         body: Vec<u8>,
         cancel: &CancellationToken,
         on_event: &(dyn Fn(ModelEvent) + Send + Sync),
     ) -> Result<reqwest::Response, ModelError> {
-        let headers = self.headers()?;
         let max_attempts = self.retry.max_attempts.max(1);
         let mut attempt = 0;
         loop {

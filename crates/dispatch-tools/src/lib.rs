@@ -12,6 +12,7 @@ pub mod extensions;
 pub mod files;
 pub mod interactive;
 pub mod math;
+pub mod media;
 pub mod memory;
 pub mod output;
 pub mod planning;
@@ -65,6 +66,8 @@ pub struct ToolsConfig {
     pub extensions: Option<std::sync::Arc<extensions::ExtensionTools>>,
     /// Where subagents find the agent loop once the engine exists (empty: no model).
     pub legs: agents::Legs,
+    /// What generate_image and generate_audio call (`None`: they say no model is configured).
+    pub media: Option<std::sync::Arc<dyn media::MediaMaker>>,
 }
 
 impl Default for ToolsConfig {
@@ -77,6 +80,7 @@ impl Default for ToolsConfig {
             sandbox: shell::process::SandboxConfig::default(),
             extensions: None,
             legs: agents::Legs::default(),
+            media: None,
         }
     }
 }
@@ -133,6 +137,8 @@ pub fn builtin_registry_with(
             config.legs.clone(),
             stores,
         )),
+        builtin(media::GenerateImage::new(config.media.clone())),
+        builtin(media::GenerateAudio::new(config.media.clone())),
         builtin(extensions::TestTool::new(
             config.sandbox.clone(),
             config.extensions.clone(),

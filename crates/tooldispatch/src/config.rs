@@ -61,8 +61,17 @@
 //! max_attempts = 4                                   # on 429, 5xx and connection errors
 //! max_retry_wait_secs = 60                           # longest wait between two attempts
 //!
-//! [media]                                            # models for images and audio, by name
-//! image_model = "claude"
+//! [models.images]                                    # the media tools send `model` as is:
+//! provider = "openai"                                # name an image or speech model
+//! model = "gpt-image-1"
+//!
+//! [models.speech]
+//! provider = "openai"
+//! model = "gpt-4o-mini-tts"
+//!
+//! [media]                                            # generate_image / generate_audio models,
+//! image_model = "images"                             # by name; default: the first openai or
+//! audio_model = "speech"                             # openai-responses entry
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -166,9 +175,10 @@ impl<'de> Deserialize<'de> for Models {
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Media {
-    /// The `[models.<name>]` that reads and describes images.
+    /// The `[models.<name>]` generate_image calls (an OpenAI image model such as gpt-image-1).
     pub image_model: Option<String>,
-    /// The `[models.<name>]` that transcribes audio.
+    /// The `[models.<name>]` generate_audio calls (an OpenAI speech model such as
+    /// gpt-4o-mini-tts).
     pub audio_model: Option<String>,
 }
 

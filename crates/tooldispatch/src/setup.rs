@@ -436,6 +436,12 @@ pub fn build(
     ));
     tools.extensions = Some(extensions.clone());
     let legs = tools.legs.clone();
+    tools.media = Some(Arc::new(dispatch_model::OpenAiMedia::new(
+        store.clone(),
+        &config.models.0,
+        config.media.image_model.as_deref(),
+        config.media.audio_model.as_deref(),
+    )));
     let registry = dispatch_tools::builtin_registry_with(&tools, &stores)
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut config_engine = EngineConfig::new(workdir.clone());

@@ -4,6 +4,7 @@ mod background_subagent_tests;
 mod conversation_tests;
 mod filter_tests;
 mod gemini_tests;
+mod media_tests;
 mod openai_tests;
 mod responses_tests;
 mod retry_tests;

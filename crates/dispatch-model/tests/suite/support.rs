@@ -65,6 +65,17 @@ impl Reply {
         }
     }
 
+    /// A 200 answer of these bytes, as a media API sends a file.
+    pub fn bytes(content_type: &str, body: &[u8]) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), content_type.into())],
+            chunks: body.chunks(4096).map(<[u8]>::to_vec).collect(),
+            hang: false,
+            delay: Duration::ZERO,
+        }
+    }
+
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.into(), value.into()));
         self
@@ -89,7 +100,10 @@ pub struct Recorded {
     pub path: String,
     /// Header names in lower case.
     pub headers: HashMap<String, String>,
+    /// The body as JSON (`Null` when it is none, e.g. multipart).
     pub body: Value,
+    /// The body as sent.
+    pub raw: Vec<u8>,
 }
 
 pub struct FakeServer {
@@ -188,12 +202,14 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Recorded> {
         }
         buffer.extend_from_slice(&chunk[..n]);
     }
-    let body = serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap_or(Value::Null);
+    let raw = buffer[head_end..head_end + length].to_vec();
+    let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     Some(Recorded {
         at,
         path,
         headers,
         body,
+        raw,
     })
 }
 

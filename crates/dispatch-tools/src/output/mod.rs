@@ -3,7 +3,7 @@
 //! confirmation and do not disturb the file tools' dedupe.
 
 mod html_template;
-mod write_result;
+pub(crate) mod write_result;
 
 pub use html_template::HtmlTemplate;
 pub use write_result::WriteResult;

@@ -163,7 +163,13 @@ pub fn slug(title: &str) -> String {
 /// Write `bytes` to `<dir>/<prefix>-<n>-<slug>.<ext>` with the first free `n` (from 1): a
 /// private temporary file is written and synced, then hard-linked to its name, which fails
 /// rather than replaces when another call took that name first.
-fn save(dir: &Path, prefix: &str, slug: &str, ext: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+pub(crate) fn save(
+    dir: &Path,
+    prefix: &str,
+    slug: &str,
+    ext: &str,
+    bytes: &[u8],
+) -> io::Result<PathBuf> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     fs::set_permissions(dir, Permissions::from_mode(0o700))?;
     let taken = fs::read_dir(dir)?

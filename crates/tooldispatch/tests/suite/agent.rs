@@ -57,48 +57,101 @@ pub(super) fn model_server(replies: Vec<String>) -> (String, Seen) {
 /// A model server answering each request, one at a time, with the next of `replies` after
 /// that reply's wait (a model thinking); its base URL.
 pub(super) fn model_server_paced(replies: Vec<(Duration, String)>) -> (String, Seen) {
+    let replies = replies
+        .into_iter()
+        .map(|(wait, body)| {
+            let mut reply = Scripted::new(200, "text/event-stream", body.into_bytes());
+            reply.wait = wait;
+            reply
+        })
+        .collect();
+    let (base, seen, _) = scripted_server(replies, || {
+        Scripted::new(
+            200,
+            "text/event-stream",
+            answer("no scripted reply left").into_bytes(),
+        )
+    });
+    (base, seen)
+}
+
+/// One scripted HTTP answer of the fake OpenAI server, sent after `wait` (a model thinking).
+pub(super) struct Scripted {
+    status: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+    wait: Duration,
+}
+
+impl Scripted {
+    pub(super) fn new(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
+        Scripted {
+            status,
+            content_type,
+            body,
+            wait: Duration::ZERO,
+        }
+    }
+}
+
+/// Each request as sent: path, headers (names in lower case), body.
+pub(super) type Heard = Arc<Mutex<Vec<(String, Vec<(String, String)>, Vec<u8>)>>>;
+
+/// An OpenAI-compatible server answering each request with the next of `replies` (then with
+/// `left_over()`): its base URL, each request's Authorization and JSON body (`Null` when the
+/// body is no JSON), and each request whole.
+pub(super) fn scripted_server(
+    replies: Vec<Scripted>,
+    left_over: impl Fn() -> Scripted + Send + 'static,
+) -> (String, Seen, Heard) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen: Seen = Arc::default();
-    let log = seen.clone();
+    let heard: Heard = Arc::default();
+    let (log, whole) = (seen.clone(), heard.clone());
     std::thread::spawn(move || {
         let mut replies = replies.into_iter();
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let (mut length, mut authorization) = (0, String::new());
+            let mut headers = Vec::new();
             let mut line = String::new();
             reader.read_line(&mut line).unwrap();
+            let path = line.split(' ').nth(1).unwrap_or("").to_string();
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                     break;
                 }
                 let (name, value) = line.split_once(':').unwrap_or((&line, ""));
-                match name.to_ascii_lowercase().as_str() {
+                let name = name.to_ascii_lowercase();
+                match name.as_str() {
                     "content-length" => length = value.trim().parse().unwrap(),
                     "authorization" => authorization = value.trim().to_string(),
                     _ => {}
                 }
+                headers.push((name, value.trim().to_string()));
             }
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
-            log.lock()
-                .unwrap()
-                .push((authorization, serde_json::from_slice(&body).unwrap()));
-            let (wait, reply) = replies
-                .next()
-                .unwrap_or_else(|| (Duration::ZERO, answer("no scripted reply left")));
-            std::thread::sleep(wait);
-            let _ = stream.write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{reply}"
-                )
-                .as_bytes(),
-            );
+            log.lock().unwrap().push((
+                authorization,
+                serde_json::from_slice(&body).unwrap_or(Value::Null),
+            ));
+            whole.lock().unwrap().push((path, headers, body));
+            let reply = replies.next().unwrap_or_else(&left_over);
+            std::thread::sleep(reply.wait);
+            let mut answer = format!(
+                "HTTP/1.1 {} Scripted\r\ncontent-type: {}\r\nconnection: close\r\n\r\n",
+                reply.status, reply.content_type
+            )
+            .into_bytes();
+            answer.extend_from_slice(&reply.body);
+            let _ = stream.write_all(&answer);
         }
     });
-    (base, seen)
+    (base, seen, heard)
 }
 
 /// A config file naming the fake model, its key in the secret store.

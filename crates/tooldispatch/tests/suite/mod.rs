@@ -11,6 +11,7 @@ mod files;
 mod interactive;
 mod limits;
 mod mcp_client;
+mod media;
 mod replay;
 mod sandbox;
 mod secret;
