@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod bench;
+mod bench_agent;
 mod bench_http;
 mod bench_memory;
 mod bench_scripts;
