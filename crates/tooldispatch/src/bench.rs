@@ -24,7 +24,9 @@ pub struct BenchArgs {
     /// (the round-start check for edited script tools with none and the largest --n installed,
     /// and one script call as a round against the same program started directly), or memory
     /// (peak resident memory and time of rounds of --n calls through the CLI and the daemon,
-    /// and the daemon's memory after them; default sizes 1,100,512, --reps 3).
+    /// and the daemon's memory after them; default sizes 1,100,512, --reps 3), or agent (the
+    /// agent loop's own time per model turn against a scripted model server on 127.0.0.1:
+    /// --turns, --calls per turn, --reps runs; default 10, 1, 30).
     kind: BenchKind,
     /// Calls per round; several sizes separated by commas (default 1,4,16,64; for memory
     /// 1,100,512).
@@ -47,6 +49,8 @@ pub struct BenchArgs {
     at: Vec<u64>,
     #[command(flatten)]
     http: crate::bench_http::HttpArgs,
+    #[command(flatten)]
+    agent: crate::bench_agent::AgentArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -58,6 +62,7 @@ enum BenchKind {
     Runlen,
     Scripts,
     Memory,
+    Agent,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -82,6 +87,15 @@ impl Tool for BenchTool {
 pub async fn run(mut args: BenchArgs) -> Result<(), CliError> {
     if args.kind == BenchKind::Http {
         return crate::bench_http::run(args.http, args.store.as_deref(), args.max_concurrent).await;
+    }
+    if args.kind == BenchKind::Agent {
+        return crate::bench_agent::run(
+            args.agent,
+            args.http.calls,
+            args.reps,
+            args.max_concurrent,
+        )
+        .await;
     }
     if args.kind == BenchKind::Memory {
         let sizes = if args.n.is_empty() {
@@ -122,7 +136,8 @@ pub async fn run(mut args: BenchArgs) -> Result<(), CliError> {
         | BenchKind::Sandbox
         | BenchKind::Runlen
         | BenchKind::Scripts
-        | BenchKind::Memory => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
+        | BenchKind::Memory
+        | BenchKind::Agent => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
     };
     let reps = args
         .reps

@@ -27,9 +27,9 @@ pub struct HttpArgs {
     /// http: rounds per session, sent one after another.
     #[arg(long, default_value_t = 50)]
     rounds: usize,
-    /// http: calculate calls per round.
-    #[arg(long, default_value_t = 4)]
-    calls: usize,
+    /// http: calculate calls per round (default 4); agent: per model turn (default 1).
+    #[arg(long)]
+    pub(crate) calls: Option<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -115,7 +115,7 @@ pub async fn run(
 ) -> Result<(), CliError> {
     let sessions = args.sessions.max(1);
     let rounds = args.rounds.max(1);
-    let calls = args.calls.max(1);
+    let calls = args.calls.unwrap_or(4).max(1);
     let temp = TempDir::new()?;
     // The daemon's default store is SQLite; the bench's is a fresh file in the temp dir.
     let store_url = store

@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod bench;
+mod bench_agent;
 mod bench_http;
 mod bench_memory;
 mod bench_scripts;
@@ -59,8 +60,8 @@ enum Command {
     Replay(ReplayArgs),
     /// Answer a run that waits on the user (ask_user, store_secret); without --task, list them.
     Answer(AnswerArgs),
-    /// Measure the engine: per-call overhead, the concurrency bound with sleeping calls, or the
-    /// daemon under HTTP load (http).
+    /// Measure the engine: per-call overhead, the concurrency bound with sleeping calls, the
+    /// daemon under HTTP load (http), or the agent loop per model turn (agent).
     Bench(bench::BenchArgs),
     /// Store housekeeping: `stats` (what it holds) and `gc` (drop what is no longer needed).
     Store(store_cmd::StoreArgs),

@@ -213,3 +213,138 @@ fn bench_memory_prints_a_line_per_size_and_target_and_the_refused_body() {
     }
     assert_eq!(lines[4]["status"], json!(400));
 }
+
+/// The measurements of a `bench agent` line are numbers (the overhead may come out below zero
+/// on a noisy machine); the rest of the line is returned for a whole-value comparison.
+fn agent_line(output: &std::process::Output) -> Value {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let mut line: Value = serde_json::from_str(lines[0]).unwrap();
+    for key in [
+        "turn_us_median",
+        "model_rtt_us_median",
+        "overhead_us_median",
+    ] {
+        let value = line.as_object_mut().unwrap().remove(key);
+        assert!(
+            value.as_ref().and_then(Value::as_f64).is_some(),
+            "{key} is not a number: {stdout}"
+        );
+    }
+    line
+}
+
+#[test]
+fn bench_agent_runs_the_loop_to_a_final_answer_that_counts_every_result_right() {
+    let td = Td::new();
+    let output = td
+        .bare()
+        .args([
+            "bench", "agent", "--turns", "2", "--calls", "3", "--reps", "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        agent_line(&output),
+        json!({"bench": "agent", "peer": "tooldispatch", "turns": 2, "calls": 3, "reps": 2,
+               "model_requests": 3, "answered": true, "problem": null})
+    );
+}
+
+#[test]
+fn the_scripted_model_serves_another_process_and_counts_only_right_results() {
+    use std::io::{BufRead, BufReader};
+    let td = Td::new();
+    let mut server = td
+        .std_command()
+        .args([
+            "bench",
+            "agent",
+            "--serve-model",
+            "--turns",
+            "1",
+            "--calls",
+            "2",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = serde_json::from_str::<Value>(&first).unwrap()["model_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/v1"))
+        .unwrap_or_else(|| panic!("not a base URL: {first}"));
+    let ask = |body: Value| -> Value {
+        let resp = super::daemon::request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &[("content-type", "application/json")],
+            Some(&body.to_string()),
+        )
+        .unwrap();
+        assert_eq!(resp.status, 200, "{}", resp.body);
+        serde_json::from_str::<Value>(&resp.body).unwrap()["choices"][0]["message"].clone()
+    };
+
+    // A loop without run_tool (the SDK peer's) is asked to call calculate itself.
+    let tools = json!([{"type": "function", "function": {"name": "calculate"}}]);
+    let user = json!({"role": "user", "content": "add"});
+    let first_turn = ask(json!({"messages": [user], "tools": tools}));
+    let calls: Vec<(Value, Value)> = first_turn["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["function"]["name"].clone(),
+                c["function"]["arguments"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (json!("calculate"), json!(r#"{"expressions":["0+0"]}"#)),
+            (json!("calculate"), json!(r#"{"expressions":["0+1"]}"#)),
+        ]
+    );
+    // One right result and one wrong one: the final answer counts one.
+    let answer = ask(json!({"messages": [
+        user, first_turn,
+        {"role": "tool", "tool_call_id": "call_0_0", "content": r#"{"0+0":"0"}"#},
+        {"role": "tool", "tool_call_id": "call_0_1", "content": r#"{"0+1":"2"}"#},
+    ], "tools": tools}));
+    assert_eq!(answer["content"], json!("answered 1/2"));
+
+    let output = td
+        .bare()
+        .args(["bench", "agent", "--model-url", &url])
+        .args(["--turns", "1", "--calls", "2", "--reps", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        agent_line(&output),
+        json!({"bench": "agent", "peer": "tooldispatch", "turns": 1, "calls": 2, "reps": 1,
+               "model_requests": 2, "answered": true, "problem": null})
+    );
+    // Closing its stdin stops the server.
+    drop(server.stdin.take());
+    assert!(server.wait().unwrap().success());
+}

@@ -55,10 +55,10 @@ impl Served {
 
 /// One HTTP response.
 #[derive(Debug)]
-struct Resp {
-    status: u16,
+pub(super) struct Resp {
+    pub(super) status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub(super) body: String,
 }
 
 impl Resp {
@@ -173,7 +173,7 @@ fn read_chunk<R: BufRead>(reader: &mut R) -> std::io::Result<Option<Vec<u8>>> {
 }
 
 /// One request on a fresh connection (`Connection: close`), read to the end.
-fn request(
+pub(super) fn request(
     addr: &str,
     method: &str,
     path: &str,
