@@ -4,45 +4,24 @@
 
 use std::time::{Duration, Instant};
 
-use dispatch_engine::{Provider, RawCall, RoundOutcome, RoundRequest, Status};
+use dispatch_engine::{RoundOutcome, Status};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::agent_tests::{calls, says};
-use super::subagent_tests::{Fixture, fixture};
+use super::subagent_tests::{Fixture, fixture, tool_round};
 use super::support::FakeServer;
 
 /// One parent round of these background_subagents calls (the schema fetched first).
 async fn parent_round(fx: &Fixture, args: Vec<Value>) -> RoundOutcome {
-    let select = RawCall::new(
-        "sel",
-        "find_tools",
-        json!({"query": "select:background_subagents"}).to_string(),
-    );
-    fx.engine
-        .round(RoundRequest::new(
-            "parent",
-            "select",
-            Provider::OpenAi,
-            vec![select],
-        ))
-        .await
-        .unwrap();
-    let calls = args
-        .into_iter()
-        .enumerate()
-        .map(|(i, args)| {
-            RawCall::new(
-                format!("bg{i}"),
-                "run_tool",
-                json!({"name": "background_subagents", "args": args}).to_string(),
-            )
-        })
-        .collect();
-    fx.engine
-        .round(RoundRequest::new("parent", "turn", Provider::OpenAi, calls))
-        .await
-        .unwrap()
+    tool_round(
+        fx,
+        "background_subagents",
+        args,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap()
 }
 
 /// One call's status and text (without the tool-name prefix).

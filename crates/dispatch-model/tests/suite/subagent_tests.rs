@@ -68,10 +68,21 @@ async fn parent_round_until(
     legs: Vec<Value>,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<RoundOutcome, dispatch_engine::EngineError> {
+    tool_round(fx, "subagents", legs, cancel).await
+}
+
+/// A round of the parent session calling `tool` once per `args` through run_tool, after a
+/// round of its own that fetched the tool's schema; `cancel` cancels the second round.
+pub(super) async fn tool_round(
+    fx: &Fixture,
+    tool: &str,
+    args: Vec<Value>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<RoundOutcome, dispatch_engine::EngineError> {
     let select = RawCall::new(
         "sel",
         "find_tools",
-        json!({"query": "select:subagents"}).to_string(),
+        json!({"query": format!("select:{tool}")}).to_string(),
     );
     fx.engine
         .round(RoundRequest::new(
@@ -82,18 +93,18 @@ async fn parent_round_until(
         ))
         .await
         .unwrap();
-    let calls = legs
+    let calls = args
         .into_iter()
         .enumerate()
         .map(|(i, args)| {
             RawCall::new(
-                format!("leg{i}"),
+                format!("call{i}"),
                 "run_tool",
-                json!({"name": "subagents", "args": args}).to_string(),
+                json!({"name": tool, "args": args}).to_string(),
             )
         })
         .collect();
-    let mut round = RoundRequest::new("parent", "fan-out", Provider::OpenAi, calls);
+    let mut round = RoundRequest::new("parent", "turn", Provider::OpenAi, calls);
     round.cancel = cancel;
     fx.engine.round(round).await
 }
