@@ -419,6 +419,31 @@ async fn paths_outside_the_work_directory_are_refused_before_any_request() {
         "{}",
         audio.content
     );
+    // Inside, but not something the images API takes: said in its terms, still at no cost.
+    std::fs::write(fx.root().join("notes.txt"), "not an image").unwrap();
+    std::fs::File::create(fx.root().join("huge.png"))
+        .unwrap()
+        .set_len(51 << 20)
+        .unwrap();
+    for (run, path, says) in [
+        ("r5", "notes.txt", "is no PNG, JPEG or WebP image"),
+        ("r6", "huge.png", "over the images API's 50.0 MiB limit"),
+        ("r7", "missing.png", "does not exist"),
+    ] {
+        let (result, _) = fx
+            .call(
+                run,
+                "generate_image",
+                json!({"prompt": "x", "reference_image_path": path}),
+            )
+            .await;
+        assert_eq!(result.status, Status::Failed, "{path}: {}", result.content);
+        assert!(
+            result.content.contains(says) && result.content.contains("(no cost)"),
+            "{path}: {}",
+            result.content
+        );
+    }
     assert!(server.requests().is_empty());
     assert!(!outside.path().join("new.png").exists());
 }

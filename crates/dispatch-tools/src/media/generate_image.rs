@@ -238,9 +238,21 @@ async fn read_reference(cx: &ToolContext, raw: &str) -> Result<Reference, ToolEr
         .unwrap_or_else(|| "reference".to_string());
     let existing = tokio::task::spawn_blocking({
         let shown = shown.clone();
-        move || match Target::open_existing(&confine, &path, &shown)? {
+        move || {
+            // Said here in the images API's terms; the capped read below still enforces it.
+            if let Ok(meta) = std::fs::metadata(&path)
+                && meta.len() > MAX_REFERENCE_BYTES
+            {
+                return Err(ToolError::failed(format!(
+                    "reference_image_path {shown} is {} bytes, over the images API's {} limit for a reference image; shrink or recompress it first. Nothing was generated (no cost)",
+                    meta.len(),
+                    crate::files::write::human_bytes(MAX_REFERENCE_BYTES)
+                )));
+            }
+            match Target::open_existing(&confine, &path, &shown)? {
             Some(target) => target.read_existing(&shown, MAX_REFERENCE_BYTES),
             None => Ok(None),
+            }
         }
     })
     .await
