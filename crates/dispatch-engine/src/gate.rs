@@ -29,6 +29,16 @@ pub struct ConfirmRequest {
     pub why: String,
     /// The rule that approving with "remember" writes to `.tooldispatch/rules`.
     pub remember_rule: String,
+    /// The session the round works for, when not `session` (a subagent leg's parent session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+}
+
+impl ConfirmRequest {
+    /// The call belongs to `session`, or works for it (a subagent leg of `session`).
+    pub fn concerns(&self, session: &str) -> bool {
+        self.session == session || self.parent_session.as_deref() == Some(session)
+    }
 }
 
 /// The user's answer.

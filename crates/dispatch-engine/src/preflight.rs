@@ -441,6 +441,7 @@ impl<'a> Preflight<'a> {
                         &call.args_raw,
                     ),
                     why,
+                    parent_session: self.req.parent_session.clone(),
                 };
                 match self.confirm(&request).await {
                     None => {

@@ -44,6 +44,9 @@ pub struct RoundRequest {
     pub cancel: CancellationToken,
     /// Live copy of every event as it happens.
     pub live: Option<Arc<dyn EventSink>>,
+    /// The session this round works for, when it is not its own (a subagent leg's parent):
+    /// its confirmations carry it, so whoever answers for that session answers them too.
+    pub parent_session: Option<String>,
 }
 
 impl RoundRequest {
@@ -64,6 +67,7 @@ impl RoundRequest {
             schemas_shown: false,
             cancel: CancellationToken::new(),
             live: None,
+            parent_session: None,
         }
     }
 }

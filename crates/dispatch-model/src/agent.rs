@@ -46,6 +46,9 @@ pub struct AgentRequest {
     /// Go on with a turn that waits on the user ([`AgentEnd::Waiting`]): the answers become
     /// the asking call's result and the model is called again. `task` is not used then.
     pub answer: Option<TaskAnswer>,
+    /// The session this turn works for, when not its own (a subagent leg's parent): the
+    /// turn's confirmations go to whoever answers for that session.
+    pub parent_session: Option<String>,
 }
 
 /// The user's answers to the task a turn waits on.
@@ -78,6 +81,7 @@ impl AgentRequest {
             round_events: None,
             rounds: None,
             answer: None,
+            parent_session: None,
         }
     }
 }
@@ -361,6 +365,7 @@ impl Agent {
             round.allow_all = req.allow_all;
             round.cancel = req.cancel.clone();
             round.live = req.round_events.clone();
+            round.parent_session = req.parent_session.clone();
             let done = match &req.rounds {
                 Some(runner) => runner.round(round).await?,
                 None => self.engine.round(round).await?,

@@ -84,6 +84,7 @@ impl LegRunner for AgentLegs {
         let (name, client) = self.client(&leg).await?;
         let agent = Agent::new(engine, self.store.clone(), Arc::new(client), name.clone());
         let mut req = AgentRequest::new(leg.session, leg.task);
+        req.parent_session = Some(leg.parent);
         req.exclude = leg.exclude;
         req.system_prompt = leg.system_prompt;
         req.cancel = leg.cancel;

@@ -108,7 +108,10 @@ function loadSessionsSoon() {
 
 function renderSessions() {
   const waiting = new Map();
-  for (const c of S.confirmations) waiting.set(c.session, (waiting.get(c.session) || 0) + 1);
+  for (const c of S.confirmations) {
+    // A subagent leg's call also counts for its parent, whose user approves it.
+    for (const s of new Set([c.session, c.parent_session].filter(Boolean))) waiting.set(s, (waiting.get(s) || 0) + 1);
+  }
   const list = $('sessions');
   list.replaceChildren(...S.sessions.map((s) => h('li', {},
     h('button', {
@@ -404,7 +407,9 @@ function confirmationCard(c) {
   buttons.push(h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => answer(true) }, 'Approve'));
   buttons.push(h('button', { type: 'button', class: 'danger', 'data-testid': 'decline', onclick: () => answer(false) }, 'Decline'));
   const card = h('article', { class: 'card confirm', 'data-testid': 'confirmation', 'data-id': c.id, 'data-session': c.session, 'aria-label': `Approve ${c.tool_name}?` },
-    h('header', {}, h('strong', {}, `${c.tool_name}`), h('span', { class: 'muted small' }, ` wants to run · session ${c.session} · call ${c.tool_id}`), expires),
+    h('header', {}, h('strong', {}, `${c.tool_name}`), h('span', { class: 'muted small', 'data-testid': 'confirm-where' }, c.parent_session
+      ? ` wants to run · subagent ${c.session} of session ${c.parent_session} · call ${c.tool_id}`
+      : ` wants to run · session ${c.session} · call ${c.tool_id}`), expires),
     h('p', { class: 'why' }, c.why),
     h('pre', { class: 'args' }, clip(c.tool_args || '', 3000)),
     h('div', { class: 'opts' },

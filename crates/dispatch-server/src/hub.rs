@@ -171,6 +171,17 @@ impl Hub {
         lock(&self.routes).get(session).cloned()
     }
 
+    /// Who answers `request` when not the hub: its session's confirmer, else (a subagent
+    /// leg's call) its parent session's.
+    fn route_for(&self, request: &ConfirmRequest) -> Option<Arc<dyn Confirmer>> {
+        self.route(&request.session).or_else(|| {
+            request
+                .parent_session
+                .as_deref()
+                .and_then(|parent| self.route(parent))
+        })
+    }
+
     fn new_state(id: &Arc<str>, client_tools: ClientTools, exclude: Vec<String>) -> SessionState {
         let now = now_ms();
         SessionState {
@@ -429,6 +440,19 @@ impl Hub {
         self.send_daemon_event(&session, feed.as_ref(), round, &value);
     }
 
+    /// A confirmation's event on its session's stream and, for a subagent leg's call, on its
+    /// parent's too: whoever drives the parent approves the calls of its subagents.
+    fn announce_confirmation(&self, request: &ConfirmRequest, value: &serde_json::Value) {
+        self.announce(&request.session, value.clone());
+        if let Some(parent) = request
+            .parent_session
+            .as_deref()
+            .filter(|p| *p != request.session)
+        {
+            self.announce(parent, value.clone());
+        }
+    }
+
     /// An event of an agent turn (the model's side) on the session's feed, live only.
     pub fn announce_agent(&self, id: &str, value: &serde_json::Value) {
         let (round, session, feed) = self.with_session(id, |state| {
@@ -447,7 +471,7 @@ impl Hub {
         let waiting = lock(&self.confirmations);
         let mut list: Vec<Confirmation> = waiting
             .values()
-            .filter(|w| session.is_none_or(|s| w.view.request.session == s))
+            .filter(|w| session.is_none_or(|s| w.view.request.concerns(s)))
             .map(|w| w.view.clone())
             .collect();
         list.sort_by(|a, b| {
@@ -469,9 +493,9 @@ impl Hub {
         // has no one to go to, which is what the caller is told.
         let delivered = waiting.reply.send(reply).is_ok();
         if delivered {
-            self.announce(
-                &waiting.view.request.session,
-                json!({"type": "ConfirmationResolved", "id": id, "approve": approve}),
+            self.announce_confirmation(
+                &waiting.view.request,
+                &json!({"type": "ConfirmationResolved", "id": id, "approve": approve}),
             );
         }
         delivered
@@ -514,7 +538,7 @@ impl Drop for Forget<'_> {
 #[async_trait]
 impl Confirmer for Hub {
     async fn confirm(&self, request: &ConfirmRequest) -> ConfirmReply {
-        if let Some(routed) = self.route(&request.session) {
+        if let Some(routed) = self.route_for(request) {
             return routed.confirm(request).await;
         }
         let (tx, rx) = oneshot::channel();
@@ -531,7 +555,7 @@ impl Confirmer for Hub {
         let announcement = json!({"type": "ConfirmationRequested", "confirmation": &view});
         lock(&self.confirmations).insert(id.clone(), Waiting { view, reply: tx });
         let _forget = Forget { hub: self, id };
-        self.announce(&request.session, announcement);
+        self.announce_confirmation(request, &announcement);
         tokio::select! {
             reply = rx => reply.unwrap_or_else(|_| ConfirmReply {
                 approve: false,
@@ -551,9 +575,15 @@ impl Confirmer for Hub {
         if self.closing() {
             return false;
         }
-        match self.route(&request.session) {
+        match self.route_for(request) {
             Some(routed) => routed.available(request),
-            None => self.watched(&request.session),
+            None => {
+                self.watched(&request.session)
+                    || request
+                        .parent_session
+                        .as_deref()
+                        .is_some_and(|parent| self.watched(parent))
+            }
         }
     }
 

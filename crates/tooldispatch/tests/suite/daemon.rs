@@ -1074,3 +1074,93 @@ fn a_background_subagent_running_when_the_daemon_dies_reads_interrupted_after_th
     assert!(again.ends_with(&header), "{again}");
     assert_eq!(seen.lock().unwrap().len(), 2, "a leg was re-run");
 }
+
+/// A subagent leg runs in a session of its own that no one watches; its calls that ask reach
+/// whoever watches the parent session, and are listed under both sessions.
+#[test]
+fn a_subagent_legs_confirmation_goes_to_the_parent_sessions_watcher() {
+    use super::agent::{answer, calling, model_server};
+    let td = Td::new();
+    let (base, seen) = model_server(vec![
+        calling(&[("l1", "find_tools", json!({"query": "select:run_command"}))]),
+        calling(&[(
+            "l2",
+            "run_tool",
+            json!({"name": "run_command", "args": {"argv": ["echo leg-ran"], "shell": true}}),
+        )]),
+        answer("the leg is done"),
+    ]);
+    let daemon = serve_with_model(&td, &base);
+    daemon.post_ok("/v1/sessions/p/rounds?run=r1", &select("c0", "subagents"));
+    // Only the parent's stream is open: the leg's own session has no watcher.
+    let mut events = daemon.events("p", "?after=0");
+    assert_eq!(events.status, 200, "stderr: {}", daemon.stderr());
+    let round = post_in_background(
+        &daemon.addr,
+        "/v1/sessions/p/rounds?run=r1&report=1",
+        openai(&[(
+            "c1",
+            "run_tool",
+            run_tool("subagents", json!({"task": "say leg-ran", "name": "helper"})),
+        )]),
+    );
+    let deadline = Instant::now() + WAIT;
+    let confirmation = loop {
+        let list = daemon
+            .get("/v1/confirmations?session=p")
+            .json_ok(&daemon.stderr());
+        if let Some(c) = list["confirmations"].as_array().unwrap().first().cloned() {
+            break c;
+        }
+        assert!(
+            !round.is_finished() && Instant::now() < deadline,
+            "the leg's call never waited for the parent's watcher: {list}\nstderr: {}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        (
+            &confirmation["session"],
+            &confirmation["parent_session"],
+            &confirmation["tool_name"]
+        ),
+        (&json!("p:sub:helper"), &json!("p"), &json!("run_command")),
+        "{confirmation}"
+    );
+    let id = confirmation["id"].as_str().unwrap();
+    daemon.post_ok(&format!("/v1/confirmations/{id}"), r#"{"approve": true}"#);
+    let report = round
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("no answer: {e}\nstderr: {}", daemon.stderr()))
+        .json_ok(&daemon.stderr());
+    let result = &report["results"][0];
+    assert_eq!(result["status"], "ok", "{report}");
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains("session=p:sub:helper") && content.ends_with("the leg is done"),
+        "{content}"
+    );
+    // The approved command ran: its output went back to the leg's model.
+    let seen = seen.lock().unwrap();
+    let last = seen.last().unwrap().1["messages"].as_array().unwrap().clone();
+    let output = last
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "l2")
+        .unwrap_or_else(|| panic!("no result for l2 in {last:#?}"));
+    assert!(
+        output["content"].as_str().unwrap().contains("leg-ran"),
+        "{output}"
+    );
+    // The parent's watcher saw the request and its answer.
+    let kinds: Vec<String> = events
+        .until(&daemon, "ConfirmationResolved")
+        .iter()
+        .map(Msg::kind)
+        .collect();
+    assert!(
+        kinds.contains(&"ConfirmationRequested".to_string()),
+        "{kinds:?}"
+    );
+}
