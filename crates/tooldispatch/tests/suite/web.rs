@@ -1,6 +1,6 @@
 //! The web tools as the CLI sets them up from the config file: `[net] allow_hosts` lets them
 //! reach a server on 127.0.0.1, and `[filter]` puts a model-backed filter (here a local
-//! server answering like an OpenAI-compatible API, the one peer we replay) in front of
+//! server streaming like an OpenAI-compatible API, the one peer we replay) in front of
 //! fetch_page's text, falling back to the built-in filter when the model cannot be reached.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,15 +35,34 @@ fn site() -> String {
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
             let (kind, reply) = if request_line.starts_with("POST /v1/chat/completions") {
-                // Shaped like an OpenAI chat.completion response.
-                let completion = json!({
-                    "id": "chatcmpl-1", "object": "chat.completion", "created": 1764547200,
-                    "model": "filter-model",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": "Ferrets sleep about fourteen hours a day."}}],
-                    "usage": {"prompt_tokens": 120, "completion_tokens": 9, "total_tokens": 129}
-                });
-                ("application/json", completion.to_string())
+                // Every model request streams: answer as an OpenAI chat.completion.chunk stream,
+                // the text in two deltas, usage in the last chunk, then the end marker.
+                let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(request["stream"], true, "{request}");
+                assert_eq!(request["model"], "filter-model", "{request}");
+                let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+                    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk",
+                           "created": 1764547200, "model": "filter-model",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                };
+                let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk",
+                                   "created": 1764547200, "model": "filter-model", "choices": [],
+                                   "usage": {"prompt_tokens": 120, "completion_tokens": 9, "total_tokens": 129}});
+                let events = [
+                    chunk(
+                        json!({"role": "assistant", "content": "Ferrets sleep about "}),
+                        json!(null),
+                    ),
+                    chunk(json!({"content": "fourteen hours a day."}), json!(null)),
+                    chunk(json!({}), json!("stop")),
+                    usage,
+                ];
+                let mut stream = String::new();
+                for event in events {
+                    stream.push_str(&format!("data: {event}\n\n"));
+                }
+                stream.push_str("data: [DONE]\n\n");
+                ("text/event-stream", stream)
             } else {
                 ("text/html; charset=utf-8", PAGE.to_string())
             };
