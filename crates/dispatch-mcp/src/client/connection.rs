@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use dispatch_engine::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
+};
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -47,8 +49,51 @@ pub(crate) struct Connection {
     /// Told whenever this server's tools change (it started, restarted, died, or said so).
     changed: Arc<Notify>,
     stop: CancellationToken,
+    /// How to open the handshake: probe first, until a slow server's late answer says which
+    /// revision it speaks.
+    handshake: Mutex<Handshake>,
     /// This connection, for the tools it makes (they must not keep it alive).
     me: std::sync::Weak<Connection>,
+}
+
+/// How a connection opens the MCP handshake.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Handshake {
+    /// `server/discover` for ten seconds, then `initialize` (what a new connection does).
+    Probe,
+    /// The server answered the probe late with a result: it speaks 2026-07-28.
+    Discover,
+    /// The server answered the probe late with an error: it only knows `initialize`.
+    Initialize,
+}
+
+/// Why one handshake attempt failed.
+enum Failure {
+    /// A late answer to the probe arrived instead of the answer to `initialize`.
+    Late(Handshake),
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Other(e)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(e: &str) -> Self {
+        Failure::Other(e.to_string())
+    }
+}
+
+/// The revision a server's late answer to the probe reveals: rmcp reports it as an answer to
+/// the wrong request id.
+fn late_answer(e: &ClientInitializeError) -> Option<Handshake> {
+    match e {
+        ClientInitializeError::ConflictInitResponseId(..) => Some(Handshake::Discover),
+        ClientInitializeError::UncorrelatedErrorResponse { .. } => Some(Handshake::Initialize),
+        _ => None,
+    }
 }
 
 struct State {
@@ -96,6 +141,7 @@ impl Connection {
                 service: None,
             }),
             calls: tokio::sync::Mutex::new(()),
+            handshake: Mutex::new(Handshake::Probe),
             stderr: Arc::default(),
             changed,
             stop,
@@ -204,17 +250,52 @@ impl Connection {
     }
 
     /// Start or reach the server and complete the handshake.
+    ///
+    /// The probe (the newest revision's discovery, falling back to `initialize` for servers
+    /// that answer it with "method not found") gives a server ten seconds, rmcp's fixed
+    /// limit, before it sends `initialize` on the same stream. A server slower than that to
+    /// start (a Python server on a loaded machine) then answers the probe late, and the
+    /// handshake fails on the mismatched id. That late answer says what the server speaks, so
+    /// it is started again at once with the handshake of its revision, and later restarts
+    /// skip the probe.
     async fn connect(&self) -> Result<(Service, Option<Child>), String> {
+        loop {
+            let handshake = *self.handshake.lock().unwrap_or_else(|p| p.into_inner());
+            match self.connect_with(handshake).await {
+                Err(Failure::Late(learned)) if handshake == Handshake::Probe => {
+                    *self.handshake.lock().unwrap_or_else(|p| p.into_inner()) = learned;
+                }
+                Err(Failure::Late(_)) => {
+                    return Err(
+                        "the MCP handshake failed: the server answered an earlier request instead of this one"
+                            .into(),
+                    );
+                }
+                Err(Failure::Other(e)) => return Err(e),
+                Ok(connected) => return Ok(connected),
+            }
+        }
+    }
+
+    async fn connect_with(
+        &self,
+        handshake: Handshake,
+    ) -> Result<(Service, Option<Child>), Failure> {
         let handler = Handler {
             shared: self.shared.clone(),
             server: self.name.clone(),
             root_uri: format!("file://{}", self.options.workdir.display()),
+            legacy: handshake == Handshake::Initialize,
         };
-        // Probe with the newest revision's discovery, fall back to `initialize` for servers
-        // that answer it with "method not found" (2025-11-25 and older).
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        let lifecycle = match handshake {
+            Handshake::Probe => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            Handshake::Discover => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            Handshake::Initialize => ClientLifecycleMode::Initialize,
         };
         match self.transport.as_ref().map_err(Clone::clone)? {
             Transport::Stdio { command, args } => {
@@ -230,9 +311,12 @@ impl Connection {
                 {
                     Ok(service) => Ok((service, Some(child))),
                     Err(e) => {
+                        if let Some(learned) = late_answer(&e) {
+                            return Err(Failure::Late(learned));
+                        }
                         let why = self.exit_words(&mut child).await;
                         drop(child);
-                        Err(format!("the MCP handshake failed: {e}{why}"))
+                        Err(format!("the MCP handshake failed: {e}{why}").into())
                     }
                 }
             }
@@ -260,8 +344,11 @@ impl Connection {
                 let service = handler
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
-                    .map_err(|e| {
-                        format!("cannot reach {url} or complete the MCP handshake: {e}")
+                    .map_err(|e| match late_answer(&e) {
+                        Some(learned) => Failure::Late(learned),
+                        None => {
+                            format!("cannot reach {url} or complete the MCP handshake: {e}").into()
+                        }
                     })?;
                 Ok((service, None))
             }

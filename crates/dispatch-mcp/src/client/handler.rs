@@ -12,7 +12,7 @@ use dispatch_engine::{Confirmer, Progress, Question};
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ErrorData, Implementation,
-    ProgressNotificationParam,
+    ProgressNotificationParam, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Map, Value, json};
@@ -121,6 +121,8 @@ pub(crate) struct Handler {
     pub server: String,
     /// The work directory, offered as the one root.
     pub root_uri: String,
+    /// Opening with `initialize` alone: offer the newest revision that has it.
+    pub legacy: bool,
 }
 
 impl ClientHandler for Handler {
@@ -130,10 +132,14 @@ impl ClientHandler for Handler {
             json!({"roots": {"listChanged": false}, "elicitation": {"form": {}}}),
         )
         .unwrap_or_default();
-        ClientConfig::new(
+        let mut config = ClientConfig::new(
             capabilities,
             Implementation::new("tooldispatch", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        if self.legacy {
+            config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        }
+        config
     }
 
     async fn on_progress(

@@ -7,6 +7,7 @@ Usage: misbehaving.py [normal|hang|garbage]
   garbage  prints lines that are not JSON-RPC on stdout, then serves like normal
 
 STARTS_FILE (env): a file whose number is raised by one at every start.
+SLOW_FIRST_START (env): see below.
 """
 
 import asyncio
@@ -26,6 +27,14 @@ if starts_file:
         n = 0
     with open(starts_file, "w") as f:
         f.write(str(n + 1))
+
+# SLOW_FIRST_START (env): a marker file; the first start (no marker yet) creates it and waits
+# 11 s before reading anything, like a server that is slow to import on a loaded machine.
+_marker = os.environ.get("SLOW_FIRST_START")
+if _marker and not os.path.exists(_marker):
+    open(_marker, "w").close()
+    import time
+    time.sleep(11)
 
 if mode == "hang":
     for _ in sys.stdin:

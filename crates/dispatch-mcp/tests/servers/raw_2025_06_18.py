@@ -11,6 +11,14 @@ import sys
 
 import os
 
+# SLOW_FIRST_START (env): a marker file; the first start (no marker yet) creates it and waits
+# 11 s before reading anything, like a server that is slow to import on a loaded machine.
+_marker = os.environ.get("SLOW_FIRST_START")
+if _marker and not os.path.exists(_marker):
+    open(_marker, "w").close()
+    import time
+    time.sleep(11)
+
 TOOLS = [{
     "name": "add",
     "description": "Add two integers.",

@@ -1033,3 +1033,59 @@ async fn a_sandboxed_server_is_confined() {
     assert_eq!(status.state, ServerState::Ready, "{}", status.line());
     assert_eq!(h.ok("mcp__boxed__cwd", json!({})).await, "/");
 }
+
+/// Servers slower to start than the discovery probe's ten seconds answer it after `initialize`
+/// went out. That late answer tells which revision each speaks: the modern one is started
+/// again with discovery alone, the 2025-06-18 one with `initialize` alone, and both are up on
+/// the first start of the harness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_slower_than_the_discovery_probe_start_in_their_own_revision() {
+    if !python_has("mcp") {
+        assert!(missing("the Python MCP SDK (pip mcp)"));
+        return;
+    }
+    let dir = workdir();
+    let slow = |name: &str, mut config: ServerConfig| {
+        config.env.insert(
+            "SLOW_FIRST_START".into(),
+            dir.path()
+                .join(format!("{name}.started"))
+                .display()
+                .to_string(),
+        );
+        config.env.insert(
+            "STARTS_FILE".into(),
+            dir.path()
+                .join(format!("{name}.starts"))
+                .display()
+                .to_string(),
+        );
+        config.startup_timeout_s = 60;
+        config
+    };
+    let raw = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/raw_2025_06_18.py");
+    let servers = vec![
+        ("modern", slow("modern", misbehaving("normal"))),
+        (
+            "old",
+            slow(
+                "old",
+                ServerConfig::stdio("python3", &[raw.to_str().unwrap()]),
+            ),
+        ),
+    ];
+    let h = harness_in(dir, servers, Arc::new(ApproveAll)).await;
+    for (server, version) in [("modern", "2026-07-28"), ("old", "2025-06-18")] {
+        let status = h.state(server);
+        assert_eq!(status.state, ServerState::Ready, "{}", status.line());
+        assert_eq!(
+            status.protocol_version.as_deref(),
+            Some(version),
+            "{}",
+            status.line()
+        );
+    }
+    // The slow first start was abandoned and the second one serves.
+    assert_eq!(h.ok("mcp__modern__starts", json!({})).await, "2");
+    assert_eq!(h.ok("mcp__old__add", json!({"a": 19, "b": 23})).await, "42");
+}
