@@ -141,7 +141,10 @@ pub fn router_with(daemon: Arc<Daemon>, access: Access, extra: Router) -> Router
             "/v1/sessions",
             post(api::create_session).get(api::list_sessions),
         )
-        .route("/v1/sessions/{id}", axum::routing::delete(api::release_session))
+        .route(
+            "/v1/sessions/{id}",
+            axum::routing::delete(api::release_session),
+        )
         .route("/v1/sessions/{id}/tools", get(api::tools))
         .route("/v1/sessions/{id}/rounds", post(api::round))
         .route("/v1/sessions/{id}/events", get(stream::session_events))
