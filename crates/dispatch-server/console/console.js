@@ -29,6 +29,22 @@ if (hashToken) {
 }
 const token = sessionStorage.getItem('tooldispatch-token');
 
+// --- login: #login=<one-time code> (the link `serve --require-token` prints) is traded for an
+// HttpOnly cookie that stands for the token in this browser; the code leaves the address bar
+// at once, and works only once ---
+const loginCode = new URLSearchParams(location.hash.slice(1)).get('login');
+if (loginCode) history.replaceState(null, '', location.pathname + location.search);
+const loggedIn = !loginCode ? Promise.resolve() : fetch('/v1/console/login', {
+  method: 'POST',
+  headers: { 'Content-Type': 'application/json' },
+  body: JSON.stringify({ code: loginCode }),
+}).then(async (res) => {
+  if (res.ok) return;
+  let msg = res.statusText;
+  try { msg = (await res.json()).error.message; } catch { /* not JSON */ }
+  showError(`Login failed (${res.status}: ${msg}).`);
+}).catch((e) => showError(`Login failed (${e.message}). Is the daemon running?`));
+
 async function api(path, body) {
   const headers = {};
   if (token) headers.Authorization = 'Bearer ' + token;
@@ -667,14 +683,16 @@ $('new-session').addEventListener('click', async () => {
   }
 });
 
-api('/v1/version').then((v) => {
-  $('version').textContent = `v${v.version}`;
-  S.agentModels = v.agent_models || [];
-  $('agent-model').replaceChildren(...S.agentModels.map((m) => h('option', { value: m }, m)));
-  $('agent-box').hidden = !S.agentModels.length || !S.selected;
-}).catch(() => {});
-loadSessions();
-loadConfirmations();
-connectGlobal();
-// Sessions created without a round send no event: look again now and then.
-setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
+loggedIn.then(() => {
+  api('/v1/version').then((v) => {
+    $('version').textContent = `v${v.version}`;
+    S.agentModels = v.agent_models || [];
+    $('agent-model').replaceChildren(...S.agentModels.map((m) => h('option', { value: m }, m)));
+    $('agent-box').hidden = !S.agentModels.length || !S.selected;
+  }).catch(() => {});
+  loadSessions();
+  loadConfirmations();
+  connectGlobal();
+  // Sessions created without a round send no event: look again now and then.
+  setInterval(() => { if (!document.hidden) loadSessions(); }, 5000);
+});

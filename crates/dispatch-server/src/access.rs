@@ -1,12 +1,19 @@
 //! Who may talk to the daemon. On a loopback bind without a token, any local program may
 //! (like a local database), but web pages may not: a request from a browser page of another
 //! origin is refused, and so is a Host header other than a loopback name, which closes DNS
-//! rebinding. Any other bind requires `Authorization: Bearer <token>`. CORS is off unless
-//! origins are configured.
+//! rebinding. Any other bind requires `Authorization: Bearer <token>`, and so does a loopback
+//! one with `serve --require-token` (then other local users are kept out too). CORS is off
+//! unless origins are configured.
+//!
+//! With a token the web console logs in once: the daemon prints a link with a one-time code
+//! (`http://127.0.0.1:7878/#login=<code>`), the console posts the code to
+//! `/v1/console/login`, and gets an HttpOnly, SameSite=Strict cookie that stands for the token
+//! in that browser until the daemon restarts.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -22,6 +29,109 @@ pub struct Access {
     pub token: Option<String>,
     /// Origins whose pages may call the API (CORS); empty: none but the console's own.
     pub cors_origins: Vec<String>,
+    /// The console's one-time login, when a token is required.
+    pub console: Option<Arc<ConsoleLogin>>,
+}
+
+/// The cookie the console's login sets.
+pub const CONSOLE_COOKIE: &str = "tooldispatch_console";
+
+/// The most bytes of a login request's body read.
+const LOGIN_BODY: usize = 4096;
+
+/// A one-time code a browser trades for the console's cookie, and the cookie's value. Both
+/// are random and live as long as the daemon runs.
+#[derive(Debug)]
+pub struct ConsoleLogin {
+    code: Mutex<Option<String>>,
+    cookie: String,
+}
+
+impl ConsoleLogin {
+    pub fn new() -> std::io::Result<ConsoleLogin> {
+        Ok(ConsoleLogin {
+            code: Mutex::new(Some(random_hex(16)?)),
+            cookie: random_hex(32)?,
+        })
+    }
+
+    /// The one-time code, until a browser has used it.
+    pub fn code(&self) -> Option<String> {
+        crate::hub::lock(&self.code).clone()
+    }
+
+    /// Use the code: true once, for the right one.
+    fn redeem(&self, presented: &str) -> bool {
+        let mut code = crate::hub::lock(&self.code);
+        let ok = code
+            .as_deref()
+            .is_some_and(|c| same(c.as_bytes(), presented.as_bytes()));
+        if ok {
+            *code = None;
+        }
+        ok
+    }
+
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| {
+                name == CONSOLE_COOKIE && same(value.as_bytes(), self.cookie.as_bytes())
+            })
+    }
+}
+
+/// `bytes` random bytes from the kernel, as hex.
+fn random_hex(bytes: usize) -> std::io::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `POST /v1/console/login` with `{"code": "<one-time code>"}`: the console's cookie.
+async fn console_login(access: &Access, req: Request) -> Response {
+    let Some(login) = &access.console else {
+        return ApiError::not_found(
+            "no_login",
+            "this daemon requires no token, so the console needs no login; open it at /",
+        )
+        .into_response();
+    };
+    if req.method() != Method::POST {
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "POST {\"code\": \"<the code of the login link>\"} to this endpoint",
+        )
+        .into_response();
+    }
+    let body = axum::body::to_bytes(req.into_body(), LOGIN_BODY)
+        .await
+        .unwrap_or_default();
+    let code = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("code").and_then(|c| c.as_str()).map(str::to_string));
+    if !code.is_some_and(|c| login.redeem(&c)) {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "login_refused",
+            "this login link was used already, or is not this daemon's; a login link works once: restart the daemon for a new one, or send `Authorization: Bearer <token>` (the token is in daemon-token in the daemon's data directory)",
+        )
+        .into_response();
+    }
+    let cookie = format!(
+        "{CONSOLE_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+        login.cookie
+    );
+    let mut response = axum::Json(serde_json::json!({"logged_in": true})).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
 }
 
 /// The token file beside the store: read it, or create it (mode 0600 from the first byte).
@@ -163,6 +273,9 @@ pub async fn guard(
             .into_response();
         }
     }
+    if req.uri().path() == "/v1/console/login" {
+        return console_login(&access, req).await;
+    }
     match &access.token {
         None => {
             if !loopback_host(host) {
@@ -178,14 +291,16 @@ pub async fn guard(
             let is_events = req.method() == Method::GET && req.uri().path().ends_with("/events");
             let query = if is_events { req.uri().query() } else { None };
             let presented = presented_token(headers, query);
-            let ok = presented.is_some_and(|t| same(t.as_bytes(), token.as_bytes()));
+            let ok = presented.is_some_and(|t| same(t.as_bytes(), token.as_bytes()))
+                || access.console.as_ref().is_some_and(|c| c.admits(headers));
             if !ok && !public(req.uri().path()) && req.method() != Method::OPTIONS {
-                return ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "send `Authorization: Bearer <token>`; the token is in daemon-token in the daemon's data directory (printed when it was created)",
-                )
-                .into_response();
+                let message = if access.console.is_some() {
+                    "send `Authorization: Bearer <token>`; the token is in daemon-token in the daemon's data directory (its path is printed when the daemon starts). In a browser, open the one-time login link the daemon printed when it started"
+                } else {
+                    "send `Authorization: Bearer <token>`; the token is in daemon-token in the daemon's data directory (printed when it was created)"
+                };
+                return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+                    .into_response();
             }
         }
     }

@@ -15,8 +15,9 @@ use dispatch_engine::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::Daemon;
 use crate::error::{ApiError, too_large};
+use crate::hub::{CreateError, ReleaseError};
+use crate::{Daemon, Limits};
 
 /// Session ids name rows, keys and directories: a short, plain alphabet keeps them safe in all.
 pub fn session_id(id: String) -> Result<String, ApiError> {
@@ -136,20 +137,128 @@ pub async fn create_session(
         })?
     };
     let id = session_id(spec.id.unwrap_or_else(generated_id))?;
+    // The caps first: compiling a large declaration is itself the cost they bound.
+    let bytes = check_client_tool_caps(&daemon.limits, &spec.client_tools)?;
     // Checked and compiled once, here: every round of the session shares them.
     let client_tools = ClientTools::compile(spec.client_tools, &daemon.engine.registry())
         .map_err(|problems| bad_client_tools(&problems))?;
-    match daemon.hub.create(&id, client_tools, spec.exclude) {
+    let budget = daemon.limits.client_tools_budget;
+    match daemon
+        .hub
+        .create(&id, client_tools, spec.exclude, bytes, budget)
+    {
         Ok(info) => Ok((
             StatusCode::CREATED,
             Json(json!({"id": &*info.id, "created_ms": info.created_ms})),
         )
             .into_response()),
-        Err(_) => Err(ApiError::new(
+        Err(CreateError::Exists) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
             format!(
                 "session {id} exists already; use it, or create one with another id (or none, to have one generated)"
+            ),
+        )),
+        Err(CreateError::OverBudget { held, sessions }) => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "client_tools_budget_full",
+            format!(
+                "the daemon holds {} of client-tool declarations for {sessions} sessions, and this session's {} would pass its budget of {} ([server] client_tools_budget_mib in the config file); release sessions you are done with (DELETE /v1/sessions/{{id}}) and retry, or raise the budget and restart the daemon",
+                size(held),
+                size(bytes),
+                size(budget)
+            ),
+        )),
+    }
+}
+
+/// `1.5 MiB`, `12 KiB`, `300 bytes`.
+fn size(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * 1024;
+    if bytes >= MIB {
+        format!("{}.{} MiB", bytes / MIB, bytes % MIB * 10 / MIB)
+    } else if bytes >= KIB {
+        format!("{} KiB", bytes.div_ceil(KIB))
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Bytes `tools` take as declared: names, descriptions and schemas (as compact JSON).
+pub fn client_tool_bytes(tools: &[ClientTool]) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    tools
+        .iter()
+        .map(|tool| {
+            let mut schema = Count(0);
+            // Writing a `Value` into a counter cannot fail.
+            let _ = serde_json::to_writer(&mut schema, &tool.parameters);
+            tool.name.len() + tool.description.len() + schema.0
+        })
+        .sum()
+}
+
+/// `400 client_tools_over_limit` when `tools` are more, or larger, than one session may
+/// declare; else their size in bytes.
+fn check_client_tool_caps(limits: &Limits, tools: &[ClientTool]) -> Result<usize, ApiError> {
+    if tools.len() > limits.max_client_tools {
+        return Err(ApiError::bad_request(
+            "client_tools_over_limit",
+            format!(
+                "the session declares {} client tools; this daemon takes at most {} per session ([server] max_client_tools in the config file, up to {}); declare fewer (only those the task needs), or raise the limit and restart the daemon",
+                tools.len(),
+                limits.max_client_tools,
+                dispatch_engine::client::MAX_CLIENT_TOOLS
+            ),
+        ));
+    }
+    let bytes = client_tool_bytes(tools);
+    if bytes > limits.client_tool_bytes {
+        return Err(ApiError::bad_request(
+            "client_tools_over_limit",
+            format!(
+                "the session's client tools take {} (names, descriptions and schemas as JSON); this daemon takes at most {} per session ([server] client_tools_kib_per_session in the config file); shorten descriptions and schemas or declare fewer tools, or raise the limit and restart the daemon",
+                size(bytes),
+                size(limits.client_tool_bytes)
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `DELETE /v1/sessions/{id}`: the daemon forgets the session's declarations (client tools,
+/// exclusions) and gives their bytes back to the budget; the session's state in the store
+/// (its rounds, events, pending tasks) stays, and a later round or create starts it afresh.
+pub async fn release_session(
+    State(daemon): State<Arc<Daemon>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(id)?;
+    match daemon.hub.release(&id) {
+        Ok(bytes) => Ok(Json(
+            json!({"id": id, "released": true, "client_tool_bytes": bytes}),
+        )),
+        Err(ReleaseError::Unknown) => Err(ApiError::not_found(
+            "no_such_session",
+            format!(
+                "the daemon holds no session {id} (not used since it started, or released already); nothing to release"
+            ),
+        )),
+        Err(ReleaseError::InUse) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "session_busy",
+            format!(
+                "a round of session {id} is queued or running; release the session after it ends"
             ),
         )),
     }

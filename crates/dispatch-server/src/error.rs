@@ -1,5 +1,10 @@
 //! One error shape for every endpoint: an HTTP status and
 //! `{"error": {"code": "<stable code>", "message": "<what to do>"}}`.
+//!
+//! An internal error (a store that failed, a round's task that died) never shows its text to
+//! the client: that text can name files, SQL or another session's data. The daemon's log
+//! (stderr) gets it under a fresh id, and the body carries only the id:
+//! `{"error": {"code": "internal", "id": "err-…", "message": "… see the daemon's log for err-…"}}`.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -13,14 +18,32 @@ pub struct ApiError {
     /// Stable: clients match on it.
     pub code: &'static str,
     pub message: String,
+    /// Set for `internal` errors: the id under which the daemon's log has the full text.
+    pub id: Option<String>,
 }
 
 impl ApiError {
+    /// An error with `code` and `message`. An `internal` one is logged here, under a fresh
+    /// id, and its message becomes a pointer to that log line: whatever reads the error
+    /// later (the response, an SSE event, an MCP client) never sees the internal text.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        if code == "internal" {
+            let id = log_internal(&message);
+            return ApiError {
+                status,
+                code,
+                message: format!(
+                    "the daemon failed to answer this request (an internal error, not a problem with the request); see the daemon's log for {id}, and retry once the cause is fixed"
+                ),
+                id: Some(id),
+            };
+        }
         ApiError {
             status,
             code,
-            message: message.into(),
+            message,
+            id: None,
         }
     }
 
@@ -47,9 +70,36 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let body = match &self.id {
+            Some(id) => json!({"error": {"code": self.code, "id": id, "message": self.message}}),
+            None => json!({"error": {"code": self.code, "message": self.message}}),
+        };
         (self.status, Json(body)).into_response()
     }
+}
+
+/// A fresh id for one internal error: `err-` and 12 hex digits.
+pub fn error_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 6];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        // Unique within this process is all the id needs (it is matched against this log).
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mixed = crate::hub::now_ms() ^ n.rotate_left(40);
+        bytes.copy_from_slice(&mixed.to_be_bytes()[2..]);
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("err-{hex}")
+}
+
+/// Write an internal error's full text to the daemon's log (stderr) under a fresh id, and
+/// return the id for the client.
+pub fn log_internal(text: &str) -> String {
+    let id = error_id();
+    eprintln!("tooldispatch: {id}: {text}");
+    id
 }
 
 impl From<JsonRejection> for ApiError {

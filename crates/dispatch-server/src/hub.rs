@@ -4,7 +4,7 @@
 //! watches (the headless rule, DESIGN §3).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -68,6 +68,8 @@ struct SessionState {
     feed: Option<broadcast::Sender<Feed>>,
     /// Created by `POST /v1/sessions` (then its client tools and exclusions are final).
     declared: bool,
+    /// Bytes of client-tool declarations held (counted against the daemon's budget).
+    client_bytes: usize,
     /// Cloned by each round from before it waits for the session until its `Finished`
     /// marker: a session with a round queued or running is never forgotten. (The rounds
     /// themselves are kept apart by the engine's hold on the session.)
@@ -114,6 +116,21 @@ struct Waiting {
 #[derive(Debug, PartialEq, Eq)]
 pub enum CreateError {
     Exists,
+    /// Its client tools would take the sessions' declarations past the daemon's budget.
+    OverBudget {
+        /// Bytes of declarations the daemon holds now.
+        held: usize,
+        /// Sessions holding them.
+        sessions: usize,
+    },
+}
+
+/// Why a session could not be released.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReleaseError {
+    Unknown,
+    /// A round of it is queued or running.
+    InUse,
 }
 
 pub struct Hub {
@@ -128,6 +145,9 @@ pub struct Hub {
     /// Sessions whose confirmations another confirmer answers: an MCP client that can ask
     /// its user (elicitation) is asked instead of the console.
     routes: Mutex<HashMap<String, Arc<dyn Confirmer>>>,
+    /// Bytes of client-tool declarations all known sessions hold (changed under the
+    /// sessions' lock).
+    client_bytes: AtomicUsize,
 }
 
 pub fn now_ms() -> u64 {
@@ -153,6 +173,7 @@ impl Hub {
             confirm_timeout,
             closing: CancellationToken::new(),
             routes: Mutex::new(HashMap::new()),
+            client_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -196,6 +217,7 @@ impl Hub {
             },
             feed: None,
             declared: false,
+            client_bytes: 0,
             in_use: Arc::default(),
             started: 0,
             current: None,
@@ -203,20 +225,37 @@ impl Hub {
         }
     }
 
-    /// Register a session (`POST /v1/sessions`).
+    /// Register a session (`POST /v1/sessions`) whose client-tool declarations take
+    /// `client_bytes`, refused when the declarations of all sessions would then pass `budget`
+    /// bytes (a session without client tools is never refused for it).
     pub fn create(
         &self,
         id: &str,
         client_tools: ClientTools,
         exclude: Vec<String>,
+        client_bytes: usize,
+        budget: usize,
     ) -> Result<SessionInfo, CreateError> {
         let mut sessions = lock(&self.sessions);
+        let exists = sessions
+            .get(id)
+            .is_some_and(|state| state.declared || state.info.rounds > 0);
+        if exists {
+            return Err(CreateError::Exists);
+        }
+        let held = self.client_bytes.load(Ordering::Relaxed);
+        if client_bytes > 0 && held.saturating_add(client_bytes) > budget {
+            let holding = sessions.values().filter(|s| s.client_bytes > 0).count();
+            return Err(CreateError::OverBudget {
+                held,
+                sessions: holding,
+            });
+        }
+        self.client_bytes.fetch_add(client_bytes, Ordering::Relaxed);
         if let Some(state) = sessions.get_mut(id) {
             // Watched or looked at before it was declared: it is still the caller's to set up.
-            if state.declared || state.info.rounds > 0 {
-                return Err(CreateError::Exists);
-            }
             state.declared = true;
+            state.client_bytes = client_bytes;
             state.info.client_tools = client_tools;
             state.info.exclude = Arc::new(exclude);
             return Ok(state.info.clone());
@@ -224,16 +263,37 @@ impl Hub {
         let id: Arc<str> = Arc::from(id);
         let mut state = Self::new_state(&id, client_tools, exclude);
         state.declared = true;
+        state.client_bytes = client_bytes;
         let info = state.info.clone();
-        Self::make_room(&mut sessions);
+        self.make_room(&mut sessions);
         sessions.insert(id.clone(), state);
         drop(sessions);
         self.announce_created(&id);
         Ok(info)
     }
 
+    /// Bytes of client-tool declarations the known sessions hold.
+    pub fn client_tool_bytes(&self) -> usize {
+        self.client_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Forget a session (`DELETE /v1/sessions/{id}`): its client tools and exclusions leave
+    /// the daemon's memory and its budget; its state in the store stays. Refused while a
+    /// round of it is queued or running. Its event streams end.
+    pub fn release(&self, id: &str) -> Result<usize, ReleaseError> {
+        let mut sessions = lock(&self.sessions);
+        let state = sessions.get(id).ok_or(ReleaseError::Unknown)?;
+        if state.current.is_some() || Arc::strong_count(&state.in_use) > 1 {
+            return Err(ReleaseError::InUse);
+        }
+        let bytes = state.client_bytes;
+        sessions.remove(id);
+        self.client_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
     /// Forget the longest-idle session nobody uses, when the map is full.
-    fn make_room(sessions: &mut HashMap<Arc<str>, SessionState>) {
+    fn make_room(&self, sessions: &mut HashMap<Arc<str>, SessionState>) {
         if sessions.len() < MAX_SESSIONS {
             return;
         }
@@ -244,8 +304,9 @@ impl Hub {
             })
             .min_by_key(|s| s.info.last_active_ms)
             .map(|s| s.info.id.clone());
-        if let Some(id) = idle {
-            sessions.remove(&id);
+        if let Some(state) = idle.and_then(|id| sessions.remove(&id)) {
+            self.client_bytes
+                .fetch_sub(state.client_bytes, Ordering::Relaxed);
         }
     }
 
@@ -280,7 +341,7 @@ impl Hub {
         let id: Arc<str> = Arc::from(id);
         let mut state = Self::new_state(&id, ClientTools::default(), Vec::new());
         let out = work(&mut state);
-        Self::make_room(&mut sessions);
+        self.make_room(&mut sessions);
         sessions.insert(id.clone(), state);
         drop(sessions);
         self.announce_created(&id);

@@ -36,6 +36,39 @@ pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
 /// How long shutdown waits for rounds in flight before cancelling them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
+/// Caps on what API clients make the daemon hold in memory: a session's client-tool
+/// declarations live (compiled) as long as the daemon knows the session, so many sessions
+/// with large declarations would otherwise grow it without bound. Set in the config's
+/// `[server]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most client tools one session may declare (`[server] max_client_tools`).
+    pub max_client_tools: usize,
+    /// Most bytes of client-tool declarations (names, descriptions and schemas as JSON) one
+    /// session may declare (`[server] client_tools_kib_per_session`).
+    pub client_tool_bytes: usize,
+    /// Most bytes of client-tool declarations all the sessions the daemon knows may hold
+    /// together (`[server] client_tools_budget_mib`); past it, `POST /v1/sessions` with
+    /// client tools gets 429 until sessions are released (`DELETE /v1/sessions/{id}`).
+    pub client_tools_budget: usize,
+}
+
+impl Limits {
+    pub const DEFAULT_MAX_CLIENT_TOOLS: usize = 128;
+    pub const DEFAULT_CLIENT_TOOLS_KIB_PER_SESSION: usize = 1024;
+    pub const DEFAULT_CLIENT_TOOLS_BUDGET_MIB: usize = 64;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_client_tools: Self::DEFAULT_MAX_CLIENT_TOOLS,
+            client_tool_bytes: Self::DEFAULT_CLIENT_TOOLS_KIB_PER_SESSION * 1024,
+            client_tools_budget: Self::DEFAULT_CLIENT_TOOLS_BUDGET_MIB * 1024 * 1024,
+        }
+    }
+}
+
 /// What the handlers share.
 pub struct Daemon {
     pub engine: Arc<Engine>,
@@ -52,6 +85,8 @@ pub struct Daemon {
     pub agent: OnceLock<Arc<dyn AgentDriver>>,
     /// Sessions with an agent turn running (one at a time per session).
     agent_turns: Mutex<HashSet<String>>,
+    /// What API clients may make the daemon hold.
+    pub limits: Limits,
 }
 
 impl Daemon {
@@ -67,6 +102,17 @@ impl Daemon {
         store: Arc<dyn SessionStore>,
         shutdown_grace: Duration,
     ) -> Arc<Daemon> {
+        Self::with_limits(engine, hub, store, shutdown_grace, Limits::default())
+    }
+
+    /// The same, with other [`Limits`].
+    pub fn with_limits(
+        engine: Arc<Engine>,
+        hub: Arc<Hub>,
+        store: Arc<dyn SessionStore>,
+        shutdown_grace: Duration,
+        limits: Limits,
+    ) -> Arc<Daemon> {
         Arc::new(Daemon {
             engine,
             hub,
@@ -75,6 +121,7 @@ impl Daemon {
             shutdown_grace,
             agent: OnceLock::new(),
             agent_turns: Mutex::default(),
+            limits,
         })
     }
 }
@@ -93,6 +140,10 @@ pub fn router_with(daemon: Arc<Daemon>, access: Access, extra: Router) -> Router
         .route(
             "/v1/sessions",
             post(api::create_session).get(api::list_sessions),
+        )
+        .route(
+            "/v1/sessions/{id}",
+            axum::routing::delete(api::release_session),
         )
         .route("/v1/sessions/{id}/tools", get(api::tools))
         .route("/v1/sessions/{id}/rounds", post(api::round))
@@ -131,14 +182,19 @@ pub async fn serve(
     serve_with(listener, daemon, access, Router::new(), shutdown).await
 }
 
-/// [`serve`] with `extra` routes (see [`router_with`]).
-pub async fn serve_with(
-    listener: tokio::net::TcpListener,
+/// [`serve`] with `extra` routes (see [`router_with`]), on any listener axum serves: a
+/// `TcpListener`, or a `UnixListener` (`serve --unix`).
+pub async fn serve_with<L>(
+    listener: L,
     daemon: Arc<Daemon>,
     access: Access,
     extra: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let app = router_with(daemon.clone(), access, extra);
     let hub = daemon.hub.clone();
     let stop_rounds = daemon.stop_rounds.clone();

@@ -111,7 +111,11 @@ async fn replay(
     let events = match daemon.store.events(id, *after).await {
         Ok(events) => events,
         Err(e) => {
-            let text = serde_json::json!({"type": "Error", "text": format!("cannot read the session's events from the store: {e}; reconnect with Last-Event-ID to resume")});
+            // The store's text goes to the daemon's log only (see `error`).
+            let err = crate::error::log_internal(&format!(
+                "cannot read session {id}'s events from the store: {e}"
+            ));
+            let text = serde_json::json!({"type": "Error", "id": err, "text": format!("the daemon could not read the session's events (see the daemon's log for {err}); reconnect with Last-Event-ID to resume")});
             let _ = send(daemon, tx, SseEvent::default().data(text.to_string())).await;
             return Err(());
         }

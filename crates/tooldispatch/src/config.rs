@@ -31,6 +31,9 @@
 //!
 //! [server]                                           # tooldispatch serve
 //! cors_origins = ["http://localhost:5173"]           # web pages that may call the API
+//! max_client_tools = 128                             # client tools one session may declare
+//! client_tools_kib_per_session = 1024                # their declarations' size, per session
+//! client_tools_budget_mib = 64                       # all sessions' declarations together
 //!
 //! [mcp.servers.git]                                 # an MCP server's tools: mcp__git__<tool>
 //! command = "uvx"                                    # stdio: a program (or url = "https://…/mcp")
@@ -224,6 +227,33 @@ pub struct Server {
     /// Origins (`scheme://host:port`) whose web pages may call the daemon's API (CORS).
     #[serde(default)]
     pub cors_origins: Vec<String>,
+    /// Most client tools one session may declare (default 128, at most 256).
+    pub max_client_tools: Option<usize>,
+    /// KiB of client-tool declarations one session may declare (default 1024).
+    pub client_tools_kib_per_session: Option<usize>,
+    /// MiB of client-tool declarations all sessions the daemon knows may hold together
+    /// (default 64); past it new sessions with client tools get 429.
+    pub client_tools_budget_mib: Option<usize>,
+}
+
+impl Server {
+    /// The daemon's caps, the built-in defaults where the file sets none.
+    pub fn limits(&self) -> dispatch_server::Limits {
+        use dispatch_server::Limits;
+        Limits {
+            max_client_tools: self
+                .max_client_tools
+                .unwrap_or(Limits::DEFAULT_MAX_CLIENT_TOOLS),
+            client_tool_bytes: self
+                .client_tools_kib_per_session
+                .unwrap_or(Limits::DEFAULT_CLIENT_TOOLS_KIB_PER_SESSION)
+                .saturating_mul(1024),
+            client_tools_budget: self
+                .client_tools_budget_mib
+                .unwrap_or(Limits::DEFAULT_CLIENT_TOOLS_BUDGET_MIB)
+                .saturating_mul(1024 * 1024),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, PartialEq, Eq)]
@@ -306,6 +336,30 @@ impl Config {
         if config.max_calls_per_round == Some(0) {
             return Err("max_calls_per_round must be at least 1".to_string());
         }
+        let most = dispatch_engine::client::MAX_CLIENT_TOOLS;
+        if let Some(n) = config.server.max_client_tools
+            && n > most
+        {
+            return Err(format!(
+                "[server] max_client_tools = {n} is more than the {most} client tools a session can declare; set it to {most} or less"
+            ));
+        }
+        for (key, value) in [
+            (
+                "client_tools_kib_per_session",
+                config.server.client_tools_kib_per_session,
+            ),
+            (
+                "client_tools_budget_mib",
+                config.server.client_tools_budget_mib,
+            ),
+        ] {
+            if value == Some(0) {
+                return Err(format!(
+                    "[server] {key} must be at least 1 (0 would refuse every client tool; set max_client_tools = 0 for that)"
+                ));
+            }
+        }
         for (name, model) in &config.models.0 {
             model
                 .validate()
@@ -358,7 +412,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
+            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\nmax_client_tools = 16\nclient_tools_kib_per_session = 64\nclient_tools_budget_mib = 8\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
         )
         .unwrap();
         assert_eq!(
@@ -386,6 +440,9 @@ mod tests {
                 }),
                 server: Server {
                     cors_origins: vec!["http://localhost:5173".into()],
+                    max_client_tools: Some(16),
+                    client_tools_kib_per_session: Some(64),
+                    client_tools_budget_mib: Some(8),
                 },
                 sandbox: SandboxSection {
                     mode: SandboxMode::Off
@@ -414,6 +471,31 @@ mod tests {
             }
         );
         assert_eq!(Config::parse("").unwrap(), Config::default());
+        assert_eq!(
+            config.server.limits(),
+            dispatch_server::Limits {
+                max_client_tools: 16,
+                client_tool_bytes: 64 * 1024,
+                client_tools_budget: 8 * 1024 * 1024,
+            }
+        );
+        assert_eq!(
+            Config::default().server.limits(),
+            dispatch_server::Limits::default()
+        );
+    }
+
+    #[test]
+    fn server_caps_out_of_range_are_refused_naming_the_key() {
+        let err = Config::parse("[server]\nmax_client_tools = 1000\n").unwrap_err();
+        assert!(
+            err.contains("max_client_tools = 1000") && err.contains("256"),
+            "{err}"
+        );
+        for key in ["client_tools_kib_per_session", "client_tools_budget_mib"] {
+            let err = Config::parse(&format!("[server]\n{key} = 0\n")).unwrap_err();
+            assert!(err.contains(key) && err.contains("at least 1"), "{err}");
+        }
     }
 
     #[test]

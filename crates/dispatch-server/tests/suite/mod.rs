@@ -1,3 +1,4 @@
+mod limits;
 mod live;
 mod router;
 mod support;

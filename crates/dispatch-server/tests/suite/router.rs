@@ -443,6 +443,7 @@ async fn web_pages_of_other_origins_and_foreign_host_names_are_refused() {
     let access = Access {
         token: None,
         cors_origins: vec!["http://localhost:5173".into()],
+        ..Access::default()
     };
     let request = Request::options("/v1/sessions")
         .header("host", "127.0.0.1:7878")
@@ -473,6 +474,7 @@ async fn with_a_token_every_api_call_needs_it_but_the_console_page_does_not() {
     let access = Access {
         token: Some("t".repeat(64)),
         cors_origins: Vec::new(),
+        ..Access::default()
     };
     let request = Request::get("/v1/sessions")
         .header("host", "10.0.0.5:7878")

@@ -29,7 +29,23 @@ impl TestDaemon {
         Self::build(Duration::from_secs(300), grace)
     }
 
+    pub fn with_limits(limits: dispatch_server::Limits) -> TestDaemon {
+        Self::build_with(
+            Duration::from_secs(300),
+            dispatch_server::SHUTDOWN_GRACE,
+            limits,
+        )
+    }
+
     fn build(confirm_timeout: Duration, grace: Duration) -> TestDaemon {
+        Self::build_with(confirm_timeout, grace, dispatch_server::Limits::default())
+    }
+
+    fn build_with(
+        confirm_timeout: Duration,
+        grace: Duration,
+        limits: dispatch_server::Limits,
+    ) -> TestDaemon {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
@@ -53,7 +69,7 @@ impl TestDaemon {
         .with_error_memory(store.clone())
         .with_result_cache(store.clone())
         .with_secrets(store.clone());
-        let daemon = Daemon::with_grace(Arc::new(engine), hub, store, grace);
+        let daemon = Daemon::with_limits(Arc::new(engine), hub, store, grace, limits);
         TestDaemon { daemon, dir }
     }
 

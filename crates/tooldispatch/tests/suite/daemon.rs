@@ -15,7 +15,13 @@ use super::support::*;
 /// The daemon's HTTP API, for the tests of this file.
 impl Served {
     /// A request that must get an answer; panics with the daemon's stderr otherwise.
-    fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
+    pub(super) fn call(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Resp {
         request(&self.addr, method, path, headers, body).unwrap_or_else(|e| {
             panic!(
                 "{method} {path}: no HTTP answer: {e}\nstderr: {}",
@@ -24,11 +30,11 @@ impl Served {
         })
     }
 
-    fn get(&self, path: &str) -> Resp {
+    pub(super) fn get(&self, path: &str) -> Resp {
         self.call("GET", path, &[], None)
     }
 
-    fn post(&self, path: &str, body: &str) -> Resp {
+    pub(super) fn post(&self, path: &str, body: &str) -> Resp {
         self.call(
             "POST",
             path,
@@ -62,19 +68,19 @@ pub(super) struct Resp {
 }
 
 impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
     }
 
-    fn json_ok(&self, stderr: &str) -> Value {
+    pub(super) fn json_ok(&self, stderr: &str) -> Value {
         assert_eq!(
             self.status, 200,
             "body: {}\ndaemon stderr: {stderr}",
@@ -84,7 +90,7 @@ impl Resp {
     }
 
     /// Assert the error shape `{"error": {"code", "message"}}` with this status and code.
-    fn assert_error(&self, status: u16, code: &str, stderr: &str) {
+    pub(super) fn assert_error(&self, status: u16, code: &str, stderr: &str) {
         assert_eq!(
             self.status, status,
             "body: {}\ndaemon stderr: {stderr}",

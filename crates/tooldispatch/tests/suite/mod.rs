@@ -15,6 +15,7 @@ mod media;
 mod replay;
 mod sandbox;
 mod secret;
+mod serve_access;
 mod store;
 pub mod support;
 mod web;
