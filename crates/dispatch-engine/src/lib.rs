@@ -12,6 +12,7 @@ pub mod client;
 mod commit;
 pub mod deferred;
 pub mod engine;
+mod escapes;
 pub mod events;
 pub mod gate;
 mod handoff;

@@ -1,5 +1,6 @@
-//! Pass 1, serial and in call order (spec §1.3): unwrap run_tool → refuse a direct call outside
-//! the loaded set → dedupe → schema before fetch → existence → confirm gate → JSON Schema.
+//! Pass 1, serial and in call order (spec §1.3): unwrap run_tool (and unescape arguments a
+//! model escaped twice, `escapes.rs`) → refuse a direct call outside the loaded set → dedupe →
+//! schema before fetch → existence → confirm gate → JSON Schema.
 //! The first check that fails settles the call with its message; it never runs.
 
 use std::collections::{BTreeSet, HashSet};
@@ -221,8 +222,12 @@ impl<'a> Preflight<'a> {
         // Each step lets the call through or decides it; `?` ends the checking with the
         // decided slot.
         let mut call = Candidate::new(call)?;
-        // 1. Unwrap run_tool.
+        // 1. Unwrap run_tool, then undo a model's double escaping (`escapes.rs`), so every
+        //    later check reads the arguments the tool will get.
         self.unwrap_run_tool(&mut call)?;
+        if let Some(args) = call.parsed.as_mut() {
+            crate::escapes::unescape_args(args);
+        }
         // 2. Refuse a direct call outside the loaded set.
         self.refuse_unloaded(&call)?;
         // 3. Dedupe: an earlier call of this round or run answers this one.

@@ -346,6 +346,27 @@ impl RoundCx<'_> {
         mut self,
         results: Vec<SlotResult>,
     ) -> Result<RoundOutcome, EngineError> {
+        // A run parked now: its task holds every result of the run, earlier rounds included.
+        let earlier = if self.record.pending.is_some() {
+            match self
+                .engine
+                .store
+                .transcript(&self.req.session, Some(&self.req.run))
+                .await
+            {
+                Ok(entries) => entries,
+                Err(e) => {
+                    self.emit(EventKind::Error {
+                        text: format!(
+                            "the run's earlier results could not be read, so the pending task holds only this round's: {e}"
+                        ),
+                    });
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
         self.emit(EventKind::RoundCommitted {
             run: self.req.run.clone(),
             round: self.record.round,
@@ -356,10 +377,8 @@ impl RoundCx<'_> {
         record.marked = self.newly_marked.iter().cloned().collect();
         record.todos = self.todos.take();
         if let Some(pending) = record.pending.as_mut() {
-            pending.tool_results = results
-                .iter()
-                .map(|r| json!({"name": r.name, "id": r.tool_call_id, "result": r.content}))
-                .collect();
+            pending.tool_results =
+                crate::answer::results_so_far(earlier.iter().chain(&record.transcript));
             if let Some(todos) = &record.todos {
                 pending.todos = todos.clone();
             }

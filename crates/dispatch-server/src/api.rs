@@ -593,6 +593,36 @@ pub async fn answer(
     ))
 }
 
+/// `DELETE /v1/sessions/{id}/pending/{task}?provider=&report=`: the user cancels the task
+/// instead of answering it. Like an answer, it resumes the run: the response is the asking
+/// call's result, which tells the model the user cancelled (status `declined`).
+pub async fn cancel_pending(
+    State(daemon): State<Arc<Daemon>>,
+    Path((id, task)): Path<(String, String)>,
+    query: Result<Query<RoundQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let id = session_id(id)?;
+    let Query(query) = query?;
+    let provider = provider(query.provider.as_deref())?;
+    let run = daemon
+        .engine
+        .pending(&id)
+        .await
+        .ok()
+        .and_then(|tasks| tasks.into_iter().find(|t| t.task_hash == task))
+        .map(|t| t.run)
+        .unwrap_or_default();
+    let mut req = AnswerRequest::cancel(id.clone(), task);
+    req.request.provider = provider;
+    req.request.cancel = daemon.stop_rounds.child_token();
+    let outcome = dispatch(&daemon, id, run, Work::Answer(req)).await?;
+    Ok(respond(
+        &outcome,
+        provider,
+        wants_report(query.report.as_deref()),
+    ))
+}
+
 #[derive(Deserialize)]
 pub struct ConfirmationsQuery {
     session: Option<String>,

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use dispatch_engine::Engine;
 use dispatch_store::SessionStore;
 use tokio_util::sync::CancellationToken;
@@ -149,6 +149,10 @@ pub fn router_with(daemon: Arc<Daemon>, access: Access, extra: Router) -> Router
         .route("/v1/sessions/{id}/rounds", post(api::round))
         .route("/v1/sessions/{id}/events", get(stream::session_events))
         .route("/v1/sessions/{id}/pending", get(api::pending))
+        .route(
+            "/v1/sessions/{id}/pending/{task}",
+            delete(api::cancel_pending),
+        )
         .route("/v1/sessions/{id}/answers", post(api::answer))
         .route("/v1/sessions/{id}/agent", post(agent::turn))
         .route("/v1/confirmations", get(api::confirmations))

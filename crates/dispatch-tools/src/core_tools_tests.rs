@@ -73,3 +73,48 @@ async fn deferral_keeps_the_tools_array_a_fraction_of_every_full_schema() {
         rows.join("\n")
     );
 }
+
+/// A misspelled built-in, called directly or through run_tool, is answered with the built-in
+/// it is a typo of, first among the suggestions and written the way the model can call it.
+#[tokio::test]
+async fn a_misspelled_built_in_suggests_it_on_both_paths() {
+    let h = Harness::with_confirmer(Arc::new(Headless));
+    // (what the model called, the tool it meant, how a direct call is told to call it)
+    let typos = [
+        ("calcualte", "calculate", "run_tool(name=calculate)"), // two letters swapped
+        ("calculte", "calculate", "run_tool(name=calculate)"),  // a letter missing
+        ("calculatte", "calculate", "run_tool(name=calculate)"), // a letter too many
+        ("calculote", "calculate", "run_tool(name=calculate)"), // a wrong letter
+        ("Read-Files", "read_files", "run_tool(name=read_files)"), // case and separator
+        ("fetch_pgae", "fetch_page", "run_tool(name=fetch_page)"), // a swap in a longer name
+        ("writetodo", "write_todo", "write_todo"),              // a core tool, called directly
+    ];
+    for (n, (typo, meant, direct)) in typos.into_iter().enumerate() {
+        let out = h
+            .round(
+                "s",
+                &format!("r{n}"),
+                vec![
+                    crate::test_support::call("a", typo, serde_json::json!({})),
+                    crate::test_support::run_tool("b", typo, serde_json::json!({})),
+                ],
+            )
+            .await;
+        let firsts: Vec<Option<&str>> = out
+            .results
+            .iter()
+            .map(|r| {
+                r.content
+                    .split_once("Did you mean: ")
+                    .and_then(|(_, list)| list.strip_suffix('?'))
+                    .and_then(|list| list.split(", ").next())
+            })
+            .collect();
+        assert_eq!(
+            firsts,
+            vec![Some(direct), Some(meant)],
+            "{typo}: {:?}",
+            out.results
+        );
+    }
+}

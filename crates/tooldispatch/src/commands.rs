@@ -175,6 +175,14 @@ pub async fn answer(args: AnswerArgs) -> Result<(), CliError> {
         crate::print_line(&Value::Array(listed).to_string());
         return Ok(());
     };
+    if args.cancel {
+        // Nothing to read: the result says the user cancelled.
+        let mut request = AnswerRequest::cancel(&args.session, hash);
+        request.request.provider = args.common.provider;
+        let outcome = engine.answer(request).await.map_err(answer_error)?;
+        print_outcome(&outcome, args.common.provider, args.report);
+        return Ok(());
+    }
     // An unknown task is reported by the engine, with the tasks that do wait.
     let questions: Vec<Question> = pending
         .iter()
@@ -184,14 +192,19 @@ pub async fn answer(args: AnswerArgs) -> Result<(), CliError> {
     let answers = read_answers(&args, &questions).await?;
     let mut request = AnswerRequest::new(&args.session, hash, answers);
     request.request.provider = args.common.provider;
-    let outcome = engine.answer(request).await.map_err(|e| match e {
+    let outcome = engine.answer(request).await.map_err(answer_error)?;
+    print_outcome(&outcome, args.common.provider, args.report);
+    Ok(())
+}
+
+/// A task that does not wait, or answers that do not fit it, are the user's to fix.
+fn answer_error(e: EngineError) -> CliError {
+    match e {
         EngineError::NoSuchTask { .. } | EngineError::BadAnswer(_) => {
             CliError::input(e.to_string())
         }
         other => CliError::failed(other.to_string()),
-    })?;
-    print_outcome(&outcome, args.common.provider, args.report);
-    Ok(())
+    }
 }
 
 /// The answers from `--answer`, else stdin, else the terminal. A secret never comes from the

@@ -58,7 +58,8 @@ enum Command {
     Ext(tools_cmd::ExtArgs),
     /// Dispatch a JSONL file of model replies (one per line; {"new_run": true} starts a new run).
     Replay(ReplayArgs),
-    /// Answer a run that waits on the user (ask_user, store_secret); without --task, list them.
+    /// Answer a run that waits on the user (ask_user, store_secret), or cancel it with --cancel;
+    /// without --task, list them.
     Answer(AnswerArgs),
     /// Measure the engine: per-call overhead, the concurrency bound with sleeping calls, the
     /// daemon under HTTP load (http), or the agent loop per model turn (agent).
@@ -188,6 +189,10 @@ struct AnswerArgs {
     /// array of strings, or plain text for a single question), or asked at the terminal.
     #[arg(long = "answer")]
     answers: Vec<String>,
+    /// Cancel the task instead of answering it: the asking call's result tells the model the
+    /// user cancelled (status declined), and the task is gone.
+    #[arg(long, requires = "task", conflicts_with = "answers")]
+    cancel: bool,
     /// Print the round report instead of the result message.
     #[arg(long)]
     report: bool,

@@ -320,9 +320,9 @@ async fn a_ready_ask_user_parks_the_run_as_a_pending_task() {
     assert_eq!(
         pending.tool_results,
         vec![
-            json!({"name": "echo", "id": "e1", "result": not_run}),
-            json!({"name": "echo", "id": "e2", "result": not_run}),
-            json!({"name": "run_tool", "id": "nf", "result": not_found}),
+            json!({"name": "echo", "id": "e1", "args": {"x": 1}, "result": not_run}),
+            json!({"name": "echo", "id": "e2", "args": {"x": 2}, "result": not_run}),
+            json!({"name": "run_tool", "id": "nf", "args": {}, "result": not_found}),
         ]
     );
     let event = events_json(&out.events).remove(0);

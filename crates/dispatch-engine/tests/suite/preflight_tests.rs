@@ -1100,6 +1100,75 @@ async fn a_misspelled_tool_name_suggests_the_tool_it_is_a_typo_of() {
     );
 }
 
+/// Each kind of typo, called directly and through run_tool, is answered with the tool it is a
+/// typo of, first among the suggestions.
+#[tokio::test]
+async fn every_kind_of_misspelling_suggests_the_tool_on_both_paths() {
+    let fx = ["calculate", "read_files", "fetch_page", "write_todo"]
+        .into_iter()
+        .fold(fixture(), |fx, name| {
+            fx.tool(TestTool::new(spec(name), Behaviour::Echo))
+        })
+        .build();
+    // (what the model called, the tool it meant)
+    let typos = [
+        ("calcualte", "calculate"),   // two letters swapped
+        ("calculte", "calculate"),    // a letter missing
+        ("calculatte", "calculate"),  // a letter too many
+        ("calculote", "calculate"),   // a wrong letter
+        ("Fetch-Page", "fetch_page"), // case and separator
+        ("READ_FILES", "read_files"), // case only
+        ("writetodo", "write_todo"),  // separator missing
+        ("fetch_pgae", "fetch_page"), // a swap in a longer name
+    ];
+    for (n, (typo, meant)) in typos.into_iter().enumerate() {
+        let out = fx
+            .round(
+                "s",
+                &format!("r{n}"),
+                Provider::ClaudeCode,
+                vec![
+                    call("direct", typo, "{}"),
+                    wrapped("wrapped", typo, json!({})),
+                ],
+            )
+            .await;
+        let rows = results(&out);
+        let firsts: Vec<(Status, Option<&str>)> = rows
+            .iter()
+            .map(|(status, text)| (*status, first_suggestion(text)))
+            .collect();
+        assert_eq!(
+            firsts,
+            vec![
+                (Status::NotFound, Some(meant)),
+                (Status::NotFound, Some(meant))
+            ],
+            "{typo}: {rows:?}"
+        );
+        assert!(
+            rows[0]
+                .1
+                .starts_with(&format!("tool={typo} failed: not exist: {typo}.")),
+            "{}",
+            rows[0].1
+        );
+        assert!(
+            rows[1]
+                .1
+                .starts_with(&format!("tool=run_tool failed: not exist: {typo};")),
+            "{}",
+            rows[1].1
+        );
+    }
+}
+
+/// The first name after "Did you mean: " in a not-found message.
+fn first_suggestion(text: &str) -> Option<&str> {
+    let list = text.split_once("Did you mean: ")?.1.strip_suffix('?')?;
+    list.split(", ").next()
+}
+
 #[tokio::test]
 async fn preflight_checks_run_in_seed_order_and_first_failure_wins() {
     let strict_gated = || {

@@ -379,6 +379,68 @@ async fn an_ask_user_round_parks_and_an_answer_resumes_it() {
     assert_eq!(pending, json!({"tasks": []}));
 }
 
+/// `DELETE /v1/sessions/{id}/pending/{task}`: the user cancels instead of answering. The task
+/// is gone and the response is the asking call's result, which tells the model so.
+#[tokio::test]
+async fn a_pending_task_is_cancelled_with_delete_and_the_result_tells_the_model() {
+    let d = TestDaemon::new();
+    let ask = reply(&[(
+        "q1",
+        "ask_user",
+        json!({"questions": [{"question": "Wipe the cache?"}], "state": {"objective": "free disk", "completed": [], "next_steps": ["wipe"]}}),
+    )]);
+    let (_, headers, _) = d
+        .call(
+            Access::default(),
+            post("/v1/sessions/c1/rounds", &ask.to_string()),
+        )
+        .await;
+    let task = headers["x-tooldispatch-pending"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let delete = |path: String| {
+        Request::delete(path)
+            .header("host", "127.0.0.1:7878")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _, body) = d
+        .call(
+            Access::default(),
+            delete(format!("/v1/sessions/c1/pending/{task}?report=1")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (
+            body["results"][0]["tool_call_id"].clone(),
+            body["results"][0]["status"].clone(),
+            body["results"][0]["content"].clone(),
+        ),
+        (
+            json!("q1"),
+            json!("declined"),
+            json!(
+                "The user cancelled this ask_user instead of answering it, so there is no answer. Do not ask it again; go on without it, or end the turn and say what you could not do without it."
+            ),
+        )
+    );
+    let (_, pending) = d.get("/v1/sessions/c1/pending").await;
+    assert_eq!(pending, json!({"tasks": []}));
+    // Gone: a second cancel (or an answer) is told what waits.
+    let (status, _, body) = d
+        .call(
+            Access::default(),
+            delete(format!("/v1/sessions/c1/pending/{task}")),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "no_such_task")
+    );
+}
+
 #[tokio::test]
 async fn without_a_watcher_a_call_that_needs_approval_is_declined_at_once() {
     let d = TestDaemon::new();

@@ -120,6 +120,57 @@ async fn write_patch_replace_all_and_insert_row() {
     assert_eq!((all[0].session.as_str(), all[0].run.as_str()), ("s", "r1"));
 }
 
+/// A model that escaped the content twice (`\n` as two characters) still writes lines; content
+/// that was right keeps its backslashes (the engine's rule, dispatch-engine `escapes.rs`).
+#[tokio::test]
+async fn a_write_with_twice_escaped_content_gets_real_line_breaks() {
+    let h = approving().await;
+    let root = h.root();
+    // The value holds `\n` and `\"` as two characters each (the JSON text held `\\n`).
+    let content = r#"def main():\n    print(\"hi\")\n"#;
+    let out = h
+        .round(
+            "s",
+            "r1",
+            vec![run_tool(
+                "c",
+                "edit_file",
+                json!({"path": "hello.py", "content": content}),
+            )],
+        )
+        .await;
+    assert_eq!(
+        out.results[0].status,
+        Status::Ok,
+        "{}",
+        out.results[0].content
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello.py")).unwrap(),
+        "def main():\n    print(\"hi\")\n"
+    );
+    // Right as sent: a Windows path and a regex on one line, and real lines with a literal
+    // `\n` in a string; all kept byte for byte.
+    for (path, content) in [
+        ("win.txt", r"copy C:\temp\new.txt to D:\backup"),
+        ("re.txt", r"match \d+\n in the log"),
+        ("fmt.c", "int main(void) {\n    printf(\"%d\\n\", 1);\n}\n"),
+    ] {
+        ok(
+            &h,
+            "r2",
+            "edit_file",
+            json!({"path": path, "content": content}),
+        )
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(root.join(path)).unwrap(),
+            content,
+            "{path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn missing_and_ambiguous_old_strings_change_nothing_and_say_where() {
     let h = approving().await;

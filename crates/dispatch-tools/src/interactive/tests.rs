@@ -407,3 +407,150 @@ async fn a_user_who_closes_the_prompt_gets_a_failure_the_model_can_act_on() {
         out.results[0].content
     );
 }
+
+/// The result text of `out`'s first call.
+fn first_content(out: &dispatch_engine::RoundOutcome) -> String {
+    out.results[0].content.clone()
+}
+
+/// Seed checklist item 84: a pending task holds every result of its run so far, from every
+/// round (an answered question's result included), not only the round that parked it.
+#[tokio::test]
+async fn a_pending_task_holds_every_result_of_the_run_so_far() {
+    let h = Harness::new();
+    h.select("s", "calculate").await;
+    let one = json!({"expressions": ["1+1"]});
+    let r1 = h
+        .round("s", "r", vec![run_tool("c1", "calculate", one.clone())])
+        .await;
+    assert_eq!(r1.results[0].status, Status::Ok);
+    let two = json!({"expressions": ["2*3"]});
+    let r2 = h
+        .round(
+            "s",
+            "r",
+            vec![
+                run_tool("c2", "calculate", two.clone()),
+                call(
+                    "q1",
+                    "ask_user",
+                    ask(json!([{"question": "Which colour?", "options": ["red", "blue"]}])),
+                ),
+            ],
+        )
+        .await;
+    let first = r2.pending.clone().unwrap();
+    assert_eq!(
+        first.tool_results,
+        vec![
+            json!({"name": "calculate", "id": "c1", "args": one, "result": first_content(&r1)}),
+            json!({"name": "calculate", "id": "c2", "args": two, "result": first_content(&r2)}),
+        ]
+    );
+    // The store keeps the same record.
+    assert_eq!(h.store.pending("s").await.unwrap(), vec![first.clone()]);
+
+    let answered = h
+        .engine
+        .answer(AnswerRequest::new(
+            "s",
+            first.task_hash.clone(),
+            vec!["1".into()],
+        ))
+        .await
+        .unwrap();
+    let r4 = h
+        .round(
+            "s",
+            "r",
+            vec![call(
+                "q2",
+                "ask_user",
+                ask(json!([{"question": "Which shade?"}])),
+            )],
+        )
+        .await;
+    let second = r4.pending.clone().unwrap();
+    let ids: Vec<(&str, &str)> = second
+        .tool_results
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![("c1", "calculate"), ("c2", "calculate"), ("q1", "ask_user")]
+    );
+    assert_eq!(
+        second.tool_results[2]["result"],
+        json!(first_content(&answered))
+    );
+    assert_eq!(
+        second.tool_results[2]["args"]["questions"][0]["question"],
+        json!("Which colour?")
+    );
+    // Another run of the session is not this run's business.
+    let other = h
+        .round(
+            "s",
+            "other",
+            vec![call("q3", "ask_user", ask(json!([{"question": "Why?"}])))],
+        )
+        .await;
+    assert_eq!(other.pending.unwrap().tool_results, Vec::<Value>::new());
+}
+
+/// A task the user cancels is gone, and the asking call's result tells the model so: the
+/// caller sends it with the next model call, as it would an answer.
+#[tokio::test]
+async fn a_cancelled_task_is_removed_and_its_result_tells_the_model() {
+    let h = Harness::new();
+    let out = h
+        .round(
+            "s",
+            "r",
+            vec![call(
+                "q",
+                "ask_user",
+                ask(json!([{"question": "Delete the old backups?"}])),
+            )],
+        )
+        .await;
+    let task = out.pending.unwrap().task_hash;
+    let cancelled = h
+        .engine
+        .answer(AnswerRequest::cancel("s", task.clone()))
+        .await
+        .unwrap();
+    let told = "The user cancelled this ask_user instead of answering it, so there is no answer. Do not ask it again; go on without it, or end the turn and say what you could not do without it.";
+    assert_eq!(
+        results(&cancelled),
+        vec![result("q", Status::Declined, told)]
+    );
+    assert_eq!(
+        cancelled.render(dispatch_engine::Provider::OpenAi),
+        vec![json!({"role": "tool", "tool_call_id": "q", "content": told})]
+    );
+    assert_eq!(h.store.pending("s").await.unwrap(), vec![]);
+    let skipped: Vec<&str> = events_of(&cancelled.events, "ToolSkipped")
+        .into_iter()
+        .filter_map(|e| match e {
+            dispatch_engine::EventKind::ToolSkipped { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped, vec!["cancelled by the user"]);
+    // The run goes on: the result is in its transcript, after the round that asked.
+    let transcript = h.store.transcript("s", Some("r")).await.unwrap();
+    let last = transcript.last().unwrap().message_json();
+    assert_eq!(
+        (last["tool_call_id"].clone(), last["content"].clone()),
+        (json!("q"), json!(told))
+    );
+    // Cancelled once: a second cancel, or an answer, finds nothing.
+    let again = h
+        .engine
+        .answer(AnswerRequest::cancel("s", task.clone()))
+        .await
+        .unwrap_err();
+    assert!(matches!(again, EngineError::NoSuchTask { .. }), "{again}");
+}

@@ -131,8 +131,123 @@ Present forecasts as scenarios with their assumptions, not as facts.";
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use pretty_assertions::assert_eq;
+    use serde_json::Value;
+
+    /// snake_case words the guides use that name no tool and no argument: a marker results
+    /// carry, a search pattern, and in TOOL_GENERATE the naming advice, example names of a
+    /// tool the model writes and the fields of its tool.json.
+    const NOT_TOOLS: &[&str] = &[
+        "related_errors",
+        "load_config",
+        "snake_case",
+        "verb_object",
+        "script_helper",
+        "script_convert_csv_to_json",
+        "convert_csv_to_json",
+        "read_only",
+        "timeout_s",
+    ];
+
+    /// Every word of `text` that looks like a tool: one called (`name(`), or a snake_case word
+    /// (`find_files`); with whether it was called.
+    fn tool_like_words(text: &str) -> Vec<(&str, bool)> {
+        let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find(is_word) {
+            let tail = &rest[start..];
+            let end = tail.find(|c: char| !is_word(c)).unwrap_or(tail.len());
+            let word = &tail[..end];
+            let called = tail[end..].starts_with('(');
+            let snake = word.contains('_')
+                && !word.starts_with('_')
+                && !word.ends_with('_')
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if called || snake {
+                out.push((word, called));
+            }
+            rest = &tail[end..];
+        }
+        out
+    }
+
+    #[test]
+    fn tool_like_words_are_calls_and_snake_case_words() {
+        assert_eq!(
+            tool_like_words(
+                "Use send_to_chatbot(chat) or subagents(task=x), not Foo_Bar, _x_ or plain words; then list_chatbot."
+            ),
+            vec![
+                ("send_to_chatbot", true),
+                ("subagents", true),
+                ("list_chatbot", false),
+            ]
+        );
+    }
+
+    /// Every property name and enum value anywhere in `schema`: the words a guide may use
+    /// for a tool's arguments.
+    fn argument_words(schema: &Value, into: &mut BTreeSet<String>) {
+        match schema {
+            Value::Object(map) => {
+                if let Some(Value::Object(properties)) = map.get("properties") {
+                    into.extend(properties.keys().cloned());
+                }
+                if let Some(Value::Array(values)) = map.get("enum") {
+                    into.extend(values.iter().filter_map(Value::as_str).map(str::to_string));
+                }
+                map.values().for_each(|v| argument_words(v, into));
+            }
+            Value::Array(items) => items.iter().for_each(|v| argument_words(v, into)),
+            _ => {}
+        }
+    }
+
+    /// A guide that sends the model to a tool the dispatcher does not have costs a failed
+    /// call: every tool a guide calls, and every snake_case word that is no argument of a
+    /// tool, must be a tool of the full built-in registry.
+    #[test]
+    fn every_tool_a_guide_names_is_in_the_built_in_registry() {
+        let registry = crate::builtin_registry().unwrap();
+        let tools: BTreeSet<&str> = registry.iter().map(|t| t.name()).collect();
+        let mut arguments = BTreeSet::new();
+        for tool in registry.iter() {
+            argument_words(&tool.spec().parameters, &mut arguments);
+        }
+        let mut unknown = Vec::new();
+        let mut named = BTreeSet::new();
+        for (topic, text) in GUIDES {
+            for (word, called) in tool_like_words(text) {
+                if tools.contains(word) {
+                    named.insert(word);
+                    continue;
+                }
+                let other_word = arguments.contains(word)
+                    || topics().any(|t| t == word)
+                    || NOT_TOOLS.contains(&word);
+                if called || !other_word {
+                    unknown.push(format!("{topic}: {word}{}", if called { "(" } else { "" }));
+                }
+            }
+        }
+        assert_eq!(unknown, Vec::<String>::new());
+        // The check reads what it should: the guides name these tools.
+        for tool in [
+            "find_files",
+            "read_files",
+            "search_web",
+            "store_secret",
+            "subagents",
+        ] {
+            assert!(named.contains(tool), "{tool} not found in the guides");
+        }
+    }
 
     /// The topic enum of the seed's reasoning_guide schema.
     const SEED_TOPICS: [&str; 9] = [

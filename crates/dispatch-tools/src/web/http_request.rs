@@ -59,7 +59,7 @@ const SHOWN_HEADERS: &[&str] = &[
 pub struct HttpRequestArgs {
     /// Absolute http:// or https:// URL, query string included.
     url: String,
-    /// HTTP method; GET (the default) runs without asking, the others ask the user first.
+    /// HTTP method; GET (the default) and HEAD run without asking, the others ask the user first.
     #[serde(default)]
     method: Option<HttpMethod>,
     /// Request headers, name → value. A value may use {{secret:NAME}} to send a stored secret
@@ -135,7 +135,7 @@ impl HttpRequest {
 #[async_trait]
 impl BuiltinTool for HttpRequest {
     const NAME: &'static str = "http_request";
-    const DESCRIPTION: &'static str = "Send one HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) to a public http(s) URL and get the status, the useful response headers and the body (JSON pretty-printed, text decoded, binary summarised; capped at 2 MiB). 4xx/5xx answers are returned as results. Put stored secrets in headers as {{secret:NAME}}. GET runs without asking and is cached for 30 minutes per session (force=true refetches); other methods ask the user. Private and local addresses are refused unless the user allow-listed the host.";
+    const DESCRIPTION: &'static str = "Send one HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) to a public http(s) URL and get the status, the useful response headers and the body (JSON pretty-printed, text decoded, binary summarised; capped at 2 MiB). 4xx/5xx answers are returned as results. Put stored secrets in headers as {{secret:NAME}}. GET and HEAD run without asking; GET is cached for 30 minutes per session (force=true refetches); other methods ask the user. Private and local addresses are refused unless the user allow-listed the host.";
     type Args = HttpRequestArgs;
 
     fn declare(&self, spec: ToolSpec) -> ToolSpec {

@@ -363,6 +363,37 @@ async fn a_post_asks_first_and_is_never_cached() {
     assert_eq!(seen[0].header("content-type"), Some("application/json"));
 }
 
+/// HEAD only reads, like GET: with nobody to approve (headless, the default) it runs; a POST
+/// in the same setting is declined before it reaches the server.
+#[tokio::test]
+async fn a_head_runs_without_asking_while_a_post_still_asks() {
+    let server = TestServer::start(|_| Reply::new(200, "text/plain", "hello")).await;
+    let headless = web_harness(&server, Arc::new(Headless)).await;
+    let (status, text) = request(
+        &headless,
+        "s",
+        "r1",
+        json!({"url": server.url("/doc"), "method": "HEAD"}),
+    )
+    .await;
+    assert_eq!(status, Status::Ok, "{text}");
+    assert!(text.starts_with("HTTP 200 OK\n"), "{text}");
+    let (status, text) = request(
+        &headless,
+        "s",
+        "r2",
+        json!({"url": server.url("/doc"), "method": "POST", "body": "x"}),
+    )
+    .await;
+    assert_eq!(status, Status::Declined, "{text}");
+    let seen: Vec<(String, String)> = server
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert_eq!(seen, vec![("HEAD".to_string(), "/doc".to_string())]);
+}
+
 #[tokio::test]
 async fn form_and_multipart_bodies_are_encoded() {
     let server = TestServer::start(|_| Reply::new(200, "text/plain", "ok")).await;

@@ -349,3 +349,62 @@ fn a_stored_secret_used_in_a_header_appears_nowhere_but_at_the_server() {
     }
     assert!(files >= 2, "scanned only {files} files");
 }
+
+#[test]
+fn answer_cancel_removes_the_task_and_prints_the_result_that_tells_the_model() {
+    let td = Td::new();
+    td.cmd(&["round", "--session", "s", "--run", "r"])
+        .write_stdin(ask_reply())
+        .output()
+        .unwrap();
+    let listed = stdout_json(&td.cmd(&["answer", "--session", "s"]).output().unwrap());
+    let task = listed[0]["task"].as_str().unwrap().to_string();
+
+    let cancelled = td
+        .cmd(&["answer", "--session", "s", "--task", &task, "--cancel"])
+        .output()
+        .unwrap();
+    assert_eq!(cancelled.status.code(), Some(0), "{cancelled:?}");
+    // The output is the asking call's result, to send with the next model call.
+    assert_eq!(
+        stdout_json(&cancelled),
+        json!([{"role": "tool", "tool_call_id": "q1",
+                "content": "The user cancelled this ask_user instead of answering it, so there is no answer. Do not ask it again; go on without it, or end the turn and say what you could not do without it."}])
+    );
+    assert_eq!(
+        stdout_json(&td.cmd(&["answer", "--session", "s"]).output().unwrap()),
+        json!([])
+    );
+    // A task is cancelled once.
+    let again = td
+        .cmd(&["answer", "--session", "s", "--task", &task, "--cancel"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stderr).trim(),
+        format!(
+            "tooldispatch: session s has no pending task {task}; it has none (already answered, or never parked)"
+        )
+    );
+    // --cancel names the task, and gives no answers.
+    let bare = td
+        .cmd(&["answer", "--session", "s", "--cancel"])
+        .output()
+        .unwrap();
+    assert_eq!(bare.status.code(), Some(2));
+    let mixed = td
+        .cmd(&[
+            "answer",
+            "--session",
+            "s",
+            "--task",
+            &task,
+            "--cancel",
+            "--answer",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(mixed.status.code(), Some(2));
+}
