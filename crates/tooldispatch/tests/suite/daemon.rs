@@ -1101,7 +1101,10 @@ fn a_subagent_legs_confirmation_goes_to_the_parent_sessions_watcher() {
         openai(&[(
             "c1",
             "run_tool",
-            run_tool("subagents", json!({"task": "say leg-ran", "name": "helper"})),
+            run_tool(
+                "subagents",
+                json!({"task": "say leg-ran", "name": "helper"}),
+            ),
         )]),
     );
     let deadline = Instant::now() + WAIT;
@@ -1144,7 +1147,10 @@ fn a_subagent_legs_confirmation_goes_to_the_parent_sessions_watcher() {
     );
     // The approved command ran: its output went back to the leg's model.
     let seen = seen.lock().unwrap();
-    let last = seen.last().unwrap().1["messages"].as_array().unwrap().clone();
+    let last = seen.last().unwrap().1["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
     let output = last
         .iter()
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == "l2")
