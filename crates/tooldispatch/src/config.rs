@@ -16,8 +16,11 @@
 //! read_only = ["npm test", "cargo check"]            # run_command without asking
 //!
 //! [search]
-//! searxng_url = "http://127.0.0.1:8888"              # search_web's backend (else Brave/Tavily keys)
+//! searxng_url = "http://127.0.0.1:8888"              # search_web's backend (else Brave/Tavily keys,
+//!                                                    # else DuckDuckGo / Google News, keyless)
 //! min_gap_ms = 1000                                  # least time between two searches
+//! # duckduckgo_url = "https://html.duckduckgo.com"   # where the keyless defaults are asked
+//! # google_news_url = "https://news.google.com"
 //!
 //! [net]
 //! allow_hosts = ["intranet.example", "127.0.0.1:8080"]   # private hosts the web tools may reach
@@ -285,6 +288,10 @@ pub struct Search {
     pub searxng_url: Option<String>,
     /// The least time between two requests to one search backend.
     pub min_gap_ms: Option<u64>,
+    /// Where the keyless web default (DuckDuckGo's HTML endpoint) is asked.
+    pub duckduckgo_url: Option<String>,
+    /// Where the keyless news default (Google News' RSS search) is asked.
+    pub google_news_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
@@ -412,7 +419,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\nmax_client_tools = 16\nclient_tools_kib_per_session = 64\nclient_tools_budget_mib = 8\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
+            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\nduckduckgo_url = \"http://127.0.0.1:8890\"\ngoogle_news_url = \"http://127.0.0.1:8891\"\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\nmax_client_tools = 16\nclient_tools_kib_per_session = 64\nclient_tools_budget_mib = 8\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
         )
         .unwrap();
         assert_eq!(
@@ -428,6 +435,8 @@ mod tests {
                 search: Search {
                     searxng_url: Some("http://127.0.0.1:8888".into()),
                     min_gap_ms: Some(500),
+                    duckduckgo_url: Some("http://127.0.0.1:8890".into()),
+                    google_news_url: Some("http://127.0.0.1:8891".into()),
                 },
                 net: Net {
                     allow_hosts: vec!["intranet.example".into(), "127.0.0.1:8080".into()],

@@ -185,6 +185,8 @@ fn tools_config(
         .read_only_commands
         .extend(config.commands.read_only.iter().cloned());
     tools.search.searxng_url = config.search.searxng_url.clone();
+    tools.search.duckduckgo_url = config.search.duckduckgo_url.clone();
+    tools.search.google_news_url = config.search.google_news_url.clone();
     if let Some(ms) = config.search.min_gap_ms {
         tools.search.min_gap = std::time::Duration::from_millis(ms);
     }

@@ -1,7 +1,10 @@
 //! `search_web`: search the web (or the news) through the first backend the user configured,
-//! with a per-session 30-minute cache and a minimum gap between requests to one backend.
+//! else the keyless defaults (DuckDuckGo for the web, Google News for the news), with a
+//! per-session 30-minute cache and a minimum gap between requests to one service that holds
+//! across the whole process.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +18,8 @@ use tokio::time::Instant;
 
 use super::filter::{DeterministicFilter, ResultFilter};
 use super::search::{
-    BRAVE_DEFAULT_URL, BackendKind, Brave, SearchBackend, SearchConfig, SearchError, SearchHit,
+    BRAVE_DEFAULT_URL, BackendKind, Brave, DUCKDUCKGO_DEFAULT_URL, DuckDuckGo,
+    GOOGLE_NEWS_DEFAULT_URL, GoogleNews, SearchBackend, SearchConfig, SearchError, SearchHit,
     SearchQuery, Searxng, Source, TAVILY_DEFAULT_URL, Tavily, TimeRange,
 };
 use crate::{BuiltinTool, Stores};
@@ -60,16 +64,37 @@ struct CachedSearch {
     hits: Vec<SearchHit>,
 }
 
-/// A backend and the time its last request finished: requests to one backend are spaced.
+/// When the last request to one service finished; shared by everything in the process that
+/// talks to that service.
+type ServiceGate = Arc<tokio::sync::Mutex<Option<Instant>>>;
+
+/// The process-wide gate for a service (a backend's [`SearchBackend::gate`]).
+fn gate(key: &str) -> ServiceGate {
+    static GATES: OnceLock<std::sync::Mutex<HashMap<String, ServiceGate>>> = OnceLock::new();
+    let mut gates = GATES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    gates.entry(key.to_string()).or_default().clone()
+}
+
+/// A backend, the least gap between two requests to it, and its service's gate.
 struct Throttled {
     backend: Arc<dyn SearchBackend>,
-    last: tokio::sync::Mutex<Option<Instant>>,
+    gap: Duration,
+    last: ServiceGate,
+}
+
+impl Throttled {
+    fn new(backend: Arc<dyn SearchBackend>, gap: Duration) -> Self {
+        let last = gate(&backend.gate());
+        Throttled { backend, gap, last }
+    }
 }
 
 /// The search_web tool.
 pub struct SearchWeb {
     backends: Vec<Throttled>,
-    min_gap: Duration,
     /// Why no HTTP client could be built, told on every call instead of panicking at start-up.
     client_error: Option<String>,
     /// The result filter run on every return (the built-in one unless configured).
@@ -92,32 +117,43 @@ impl SearchWeb {
         let client = match client {
             Ok(client) => client,
             Err(e) => {
-                let mut tool = SearchWeb::with_backends(Vec::new(), config.min_gap, stores);
+                let mut tool = SearchWeb::with_throttled(Vec::new(), stores);
                 tool.client_error = Some(format!("the HTTP client could not start: {e}"));
                 return tool;
             }
         };
-        let mut backends: Vec<Arc<dyn SearchBackend>> = Vec::new();
+        let gap = config.min_gap;
+        let mut backends = Vec::new();
         for kind in &config.order {
-            match kind {
-                BackendKind::Searxng => {
-                    if let Some(url) = config.searxng_url.as_deref().map(str::trim)
-                        && !url.is_empty()
-                    {
-                        backends.push(Arc::new(Searxng::new(url, client.clone())));
-                    }
-                }
+            let backend: Arc<dyn SearchBackend> = match kind {
+                BackendKind::Searxng => match config.searxng_url.as_deref().map(str::trim) {
+                    Some(url) if !url.is_empty() => Arc::new(Searxng::new(url, client.clone())),
+                    _ => continue,
+                },
                 BackendKind::Brave => {
                     let url = config.brave_url.as_deref().unwrap_or(BRAVE_DEFAULT_URL);
-                    backends.push(Arc::new(Brave::new(url, client.clone())));
+                    Arc::new(Brave::new(url, client.clone()))
                 }
                 BackendKind::Tavily => {
                     let url = config.tavily_url.as_deref().unwrap_or(TAVILY_DEFAULT_URL);
-                    backends.push(Arc::new(Tavily::new(url, client.clone())));
+                    Arc::new(Tavily::new(url, client.clone()))
                 }
-            }
+                BackendKind::DuckDuckGo => {
+                    let url = non_empty(config.duckduckgo_url.as_deref())
+                        .unwrap_or(DUCKDUCKGO_DEFAULT_URL);
+                    let backend = Arc::new(DuckDuckGo::new(url, client.clone()));
+                    backends.push(Throttled::new(backend, gap.max(config.duckduckgo_min_gap)));
+                    continue;
+                }
+                BackendKind::GoogleNews => {
+                    let url = non_empty(config.google_news_url.as_deref())
+                        .unwrap_or(GOOGLE_NEWS_DEFAULT_URL);
+                    Arc::new(GoogleNews::new(url, client.clone()))
+                }
+            };
+            backends.push(Throttled::new(backend, gap));
         }
-        SearchWeb::with_backends(backends, config.min_gap, stores)
+        SearchWeb::with_throttled(backends, stores)
     }
 
     /// search_web over these backends, tried in order; the first configured one answers.
@@ -126,24 +162,35 @@ impl SearchWeb {
         min_gap: Duration,
         stores: &Stores,
     ) -> Self {
+        let backends = backends
+            .into_iter()
+            .map(|backend| Throttled::new(backend, min_gap))
+            .collect();
+        SearchWeb::with_throttled(backends, stores)
+    }
+
+    fn with_throttled(backends: Vec<Throttled>, stores: &Stores) -> Self {
         SearchWeb {
-            backends: backends
-                .into_iter()
-                .map(|backend| Throttled {
-                    backend,
-                    last: tokio::sync::Mutex::new(None),
-                })
-                .collect(),
-            min_gap,
+            backends,
             client_error: None,
             cache: stores.cache.clone(),
             filter: Arc::new(DeterministicFilter),
         }
     }
 
-    /// The first backend that can work now: needs no secret, or its secret is stored.
-    async fn pick(&self, secrets: Option<&ToolSecrets>) -> Result<&Throttled, ToolError> {
-        for t in &self.backends {
+    /// The first backend for `source` that can work now: needs no secret, or its secret is
+    /// stored.
+    async fn pick(
+        &self,
+        secrets: Option<&ToolSecrets>,
+        source: Source,
+    ) -> Result<&Throttled, ToolError> {
+        let serving = || {
+            self.backends
+                .iter()
+                .filter(move |t| t.backend.serves(source))
+        };
+        for t in serving() {
             match t.backend.required_secret() {
                 None => return Ok(t),
                 Some(name) => {
@@ -156,9 +203,7 @@ impl SearchWeb {
                 }
             }
         }
-        let secrets: Vec<&str> = self
-            .backends
-            .iter()
+        let secrets: Vec<&str> = serving()
             .filter_map(|t| t.backend.required_secret())
             .collect();
         Err(match secrets.first() {
@@ -178,8 +223,9 @@ impl SearchWeb {
         })
     }
 
-    /// One request to `t`, at least `min_gap` after the previous one to it finished;
-    /// concurrent calls wait their turn, and a cancelled call stops waiting.
+    /// One request to `t`, at least its gap after the previous request to its service (from
+    /// anywhere in the process) finished; concurrent calls wait their turn, and a cancelled
+    /// call stops waiting.
     async fn throttled_search(
         &self,
         t: &Throttled,
@@ -193,7 +239,7 @@ impl SearchWeb {
         };
         if let Some(previous) = *last {
             tokio::select! {
-                () = tokio::time::sleep_until(previous + self.min_gap) => {}
+                () = tokio::time::sleep_until(previous + t.gap) => {}
                 () = cx.cancel.cancelled() => return Err(cancelled()),
             }
         }
@@ -231,6 +277,10 @@ impl SearchWeb {
             None => filtered.text,
         }
     }
+}
+
+fn non_empty(url: Option<&str>) -> Option<&str> {
+    url.map(str::trim).filter(|u| !u.is_empty())
 }
 
 /// The cache key: the canonical request (DESIGN §3.8: query, source, time range).
@@ -332,7 +382,7 @@ impl BuiltinTool for SearchWeb {
                 self.present(text, &args, cx.result_budget).await,
             ));
         }
-        let backend = self.pick(cx.secrets.as_ref()).await?;
+        let backend = self.pick(cx.secrets.as_ref(), args.source).await?;
         let request = SearchQuery {
             query: query.clone(),
             source: args.source,

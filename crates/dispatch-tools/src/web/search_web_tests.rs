@@ -1,6 +1,7 @@
 //! search_web against real HTTP servers on 127.0.0.1:0 replaying bodies shaped after each
 //! API's documented JSON (fixtures in search/fixtures/: SearXNG's `format=json` answer, Brave's
-//! web and news search answers).
+//! web and news search answers) and, for the keyless defaults, saved DuckDuckGo result pages
+//! and Google News feeds (search/fixtures/SOURCES.md says which are real and from where).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -281,7 +282,15 @@ async fn a_rejected_brave_key_points_to_store_secret() {
 
 #[tokio::test]
 async fn no_backend_configured_says_what_to_configure_and_points_to_store_secret() {
-    let h = harness(SearchConfig::default());
+    // Without the keyless defaults in the order (they always answer otherwise).
+    let h = harness(SearchConfig {
+        order: vec![
+            BackendKind::Searxng,
+            BackendKind::Brave,
+            BackendKind::Tavily,
+        ],
+        ..SearchConfig::default()
+    });
     let results = search(&h, "s", "r", vec![json!({"query": "rust"})]).await;
     assert_eq!(results[0].status, Status::Failed);
     assert_eq!(
@@ -588,4 +597,309 @@ async fn a_redirect_never_carries_the_key_to_another_host() {
     // The key went to the configured backend only; the redirect was not followed.
     assert_eq!(server.seen()[0].header("X-Subscription-Token"), Some(KEY));
     assert_eq!(elsewhere.seen().len(), 0);
+}
+
+// --- The keyless defaults: DuckDuckGo (web) and Google News (news) ---
+
+const DDG_RESULTS: &str = include_str!("search/fixtures/ddg_results.html");
+const DDG_ADS_REDIRECTS: &str = include_str!("search/fixtures/ddg_ads_redirects.html");
+const DDG_NO_RESULTS: &str = include_str!("search/fixtures/ddg_no_results.html");
+const DDG_CHALLENGE: &str = include_str!("search/fixtures/ddg_challenge.html");
+const GOOGLE_NEWS: &str = include_str!("search/fixtures/google_news.xml");
+
+/// No backend configured: the keyless defaults, pointed at 127.0.0.1, with no gaps.
+fn keyless(ddg: &str, news: &str) -> SearchConfig {
+    SearchConfig {
+        duckduckgo_url: Some(ddg.to_string()),
+        google_news_url: Some(news.to_string()),
+        min_gap: Duration::ZERO,
+        duckduckgo_min_gap: Duration::ZERO,
+        ..SearchConfig::default()
+    }
+}
+
+/// A server for the keyless defaults: DuckDuckGo's form POST gets `page`, Google News' feed
+/// request gets the saved feed.
+async fn keyless_server(page: &'static str) -> TestServer {
+    TestServer::start(move |req| match (req.method.as_str(), req.path()) {
+        ("POST", "/html/") => (200, page.to_string()),
+        ("GET", "/rss/search") => (200, GOOGLE_NEWS.to_string()),
+        _ => (404, "not here".to_string()),
+    })
+    .await
+}
+
+/// The form fields DuckDuckGo received.
+fn form_fields(seen: &crate::web::search::test_server::Seen) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(seen.body.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+#[tokio::test]
+async fn with_no_configuration_the_web_goes_to_duckduckgo_and_the_news_to_google_news() {
+    let server = keyless_server(DDG_RESULTS).await;
+    let h = harness(keyless(&server.base, &server.base));
+    let results = search(
+        &h,
+        "s",
+        "r",
+        vec![
+            json!({"query": "eino"}),
+            json!({"query": "postgresql", "source": "news"}),
+        ],
+    )
+    .await;
+    assert!(
+        results.iter().all(|r| r.status == Status::Ok),
+        "{results:?}"
+    );
+    let web = &results[0].content;
+    assert!(
+        web.starts_with(
+            "[search_web] 10 results for \"eino\" (web, any time) via duckduckgo:
+1. GitHub - cloudwego/eino: The ultimate LLM/AI application development ...
+   https://github.com/cloudwego/eino
+   Eino is a framework for building LLM applications in Golang, inspired by LangChain and LlamaIndex. It provides component abstractions, orchestration APIs, best practices, tools and examples for LLM development.
+2. Eino: 概述 | CloudWeGo (2025-06-23)
+   https://www.cloudwego.io/zh/docs/eino/overview/
+"
+        ),
+        "{web}"
+    );
+    assert!(
+        web.ends_with(
+            "10. Eino - Wikipedia
+   https://en.wikipedia.org/wiki/Eino
+   Eino is a Finnish and Estonian masculine given name derived from Henri or Enewald. It is also the name of many notable people in various fields, such as sports, politics, arts and science."
+        ),
+        "{web}"
+    );
+    assert_eq!(
+        results[1].content,
+        "[search_web] 2 results for \"postgresql\" (news, any time) via googlenews:
+1. Postgres pioneer credits Oracle with helping his database take over the world (Wed, 19 Aug 2026 12:37:00 GMT)
+   https://news.google.com/rss/articles/CBMizwFAAAA?oc=5
+   source: The Register
+2. Migrate multilingual full-text search from SQL Server to PostgreSQL (Wed, 19 Aug 2026 10:00:00 GMT)
+   https://news.google.com/rss/articles/CBMiqgFBBBB?oc=5
+   source: Amazon Web Services (AWS)"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    let ddg = seen.iter().find(|s| s.method == "POST").unwrap();
+    assert_eq!(ddg.path(), "/html/");
+    assert_eq!(
+        ddg.header("Content-Type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert_eq!(form_fields(ddg), [("q".to_string(), "eino".to_string())]);
+    let news = seen.iter().find(|s| s.method == "GET").unwrap();
+    assert_eq!(news.path(), "/rss/search");
+    assert_eq!(
+        [
+            news.query("q"),
+            news.query("hl"),
+            news.query("gl"),
+            news.query("ceid"),
+        ],
+        [
+            Some("postgresql".to_string()),
+            Some("en-US".to_string()),
+            Some("US".to_string()),
+            Some("US:en".to_string()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ads_are_skipped_redirects_unwrapped_entities_decoded_and_limit_cuts() {
+    let server = keyless_server(DDG_ADS_REDIRECTS).await;
+    let h = harness(keyless(&server.base, &server.base));
+    let results = search(
+        &h,
+        "s",
+        "r",
+        vec![json!({"query": "rust async runtime", "limit": 2})],
+    )
+    .await;
+    assert_eq!(
+        results[0].content,
+        "[search_web] 2 results for \"rust async runtime\" (web, any time) via duckduckgo:
+1. Tokio - An asynchronous Rust runtime (2026-11-28)
+   https://tokio.rs/
+   Tokio is an event-driven, non-blocking I/O platform for writing asynchronous applications with the Rust programming language.
+2. async_std - Rust & \"async\" I/O
+   https://docs.rs/async-std/latest/async_std/?search=task&go=1
+   It's the async version of the Rust standard library <std> — tasks, files & sockets."
+    );
+}
+
+#[tokio::test]
+async fn duckduckgos_no_results_page_says_there_are_none() {
+    let server = keyless_server(DDG_NO_RESULTS).await;
+    let h = harness(keyless(&server.base, &server.base));
+    let results = search(
+        &h,
+        "s",
+        "r",
+        vec![json!({"query": "testtesttesttesttesttesttesttesttesttesttest"})],
+    )
+    .await;
+    assert_eq!(results[0].status, Status::Ok);
+    assert_eq!(
+        results[0].content,
+        "[search_web] no results for \"testtesttesttesttesttesttesttesttesttesttest\" (web, any time) via duckduckgo; try fewer or other words, or a wider time_range"
+    );
+}
+
+#[tokio::test]
+async fn duckduckgos_bot_check_is_an_error_that_says_what_to_configure() {
+    let server = TestServer::start(|_| (202, DDG_CHALLENGE.to_string())).await;
+    let h = harness(keyless(&server.base, &server.base));
+    let results = search(&h, "s", "r", vec![json!({"query": "rust"})]).await;
+    assert_eq!(results[0].status, Status::Failed);
+    let content = &results[0].content;
+    assert!(
+        content.starts_with(&format!(
+            "[search_web] tool=search_web failed: DuckDuckGo ({}/html/) answered with its bot check instead of results (HTTP 202); it does this after many searches from one address. Wait several minutes before searching again; for dependable searching, ask the user to configure a search backend: search.searxng_url in the config file, or a Brave or Tavily API key with store_secret(key=\"BRAVE_API_KEY\") or store_secret(key=\"TAVILY_API_KEY\")\n",
+            server.base
+        )),
+        "{content}"
+    );
+    // A failure is not cached: the next call asks again.
+    search(&h, "s", "r2", vec![json!({"query": "rust"})]).await;
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn the_bot_check_served_as_200_is_still_the_bot_check() {
+    let server = TestServer::start(|_| (200, DDG_CHALLENGE.to_string())).await;
+    let h = harness(keyless(&server.base, &server.base));
+    let results = search(&h, "s", "r", vec![json!({"query": "rust"})]).await;
+    assert_eq!(results[0].status, Status::Failed);
+    assert!(
+        results[0]
+            .content
+            .contains("answered with its bot check instead of results (HTTP 200)"),
+        "{}",
+        results[0].content
+    );
+}
+
+#[tokio::test]
+async fn each_time_range_maps_to_duckduckgos_df_and_google_news_when() {
+    let server = keyless_server(DDG_RESULTS).await;
+    let h = harness(keyless(&server.base, &server.base));
+    let ranges = ["day", "week", "month", "year", "none"];
+    let calls = ranges
+        .iter()
+        .flat_map(|r| {
+            [
+                json!({"query": "q", "time_range": r}),
+                json!({"query": "q", "source": "news", "time_range": r}),
+            ]
+        })
+        .collect();
+    let results = search(&h, "s", "r", calls).await;
+    assert!(
+        results.iter().all(|r| r.status == Status::Ok),
+        "{results:?}"
+    );
+    let seen = server.seen();
+    let mut df: Vec<Option<String>> = seen
+        .iter()
+        .filter(|s| s.method == "POST")
+        .map(|s| {
+            form_fields(s)
+                .into_iter()
+                .find(|(k, _)| k == "df")
+                .map(|(_, v)| v)
+        })
+        .collect();
+    df.sort();
+    assert_eq!(
+        df,
+        [
+            None,
+            Some("d".to_string()),
+            Some("m".to_string()),
+            Some("w".to_string()),
+            Some("y".to_string()),
+        ]
+    );
+    let mut q: Vec<String> = seen
+        .iter()
+        .filter(|s| s.method == "GET")
+        .filter_map(|s| s.query("q"))
+        .collect();
+    q.sort();
+    assert_eq!(
+        q,
+        ["q", "q when:1d", "q when:1y", "q when:30d", "q when:7d"]
+    );
+}
+
+#[tokio::test]
+async fn a_configured_backend_still_wins_over_the_keyless_defaults() {
+    let searxng = TestServer::start(|_| (200, SEARXNG.to_string())).await;
+    let keyless_pages = keyless_server(DDG_RESULTS).await;
+    let h = harness(SearchConfig {
+        searxng_url: Some(searxng.base.clone()),
+        ..keyless(&keyless_pages.base, &keyless_pages.base)
+    });
+    let results = search(
+        &h,
+        "s",
+        "r",
+        vec![
+            json!({"query": "rust"}),
+            json!({"query": "rust", "source": "news"}),
+        ],
+    )
+    .await;
+    assert!(
+        results.iter().all(|r| r.content.contains("via searxng:")),
+        "{results:?}"
+    );
+    assert_eq!(searxng.seen().len(), 2);
+    assert_eq!(keyless_pages.seen().len(), 0);
+}
+
+/// The seed's 5 s between DuckDuckGo requests, measured where it matters: when the requests
+/// arrive at the (fake) DuckDuckGo. Three concurrent calls from two separate search_web
+/// instances (the gap is per service for the whole process) queue behind one another.
+#[tokio::test]
+async fn duckduckgo_requests_from_concurrent_calls_arrive_at_least_five_seconds_apart() {
+    let server = keyless_server(DDG_RESULTS).await;
+    let config = SearchConfig {
+        duckduckgo_min_gap: SearchConfig::default().duckduckgo_min_gap,
+        ..keyless(&server.base, &server.base)
+    };
+    assert_eq!(config.duckduckgo_min_gap, Duration::from_secs(5));
+    let (a, b) = (harness(config.clone()), harness(config));
+    let (first, second) = tokio::join!(
+        search(
+            &a,
+            "s",
+            "r",
+            vec![json!({"query": "alpha"}), json!({"query": "beta"})],
+        ),
+        search(&b, "s", "r", vec![json!({"query": "gamma"})]),
+    );
+    assert!(
+        first.iter().chain(&second).all(|r| r.status == Status::Ok),
+        "{first:?} {second:?}"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    let gaps: Vec<Duration> = seen
+        .windows(2)
+        .map(|w| w[1].at.duration_since(w[0].at))
+        .collect();
+    println!("DuckDuckGo request arrival gaps: {gaps:?}");
+    assert!(
+        gaps.iter().all(|g| *g >= Duration::from_secs(5)),
+        "requests only {gaps:?} apart"
+    );
 }

@@ -84,6 +84,10 @@ impl SearchBackend for Brave {
         "brave"
     }
 
+    fn gate(&self) -> String {
+        format!("brave {}", self.base.trim_end_matches('/'))
+    }
+
     fn required_secret(&self) -> Option<&str> {
         Some(BRAVE_API_KEY)
     }

@@ -1,8 +1,8 @@
 //! Web search backends for search_web: one trait, the query and hit types every backend maps
 //! to, and the configuration the user writes (which backends, where, how often).
 //!
-//! Backends talk to URLs the user configured, not to URLs the model wrote, so they do not go
-//! through the model-URL network guard.
+//! Backends talk to URLs the user configured (or the keyless defaults, DuckDuckGo and Google
+//! News), not to URLs the model wrote, so they do not go through the model-URL network guard.
 
 use std::time::Duration;
 
@@ -11,12 +11,16 @@ use dispatch_engine::ToolSecrets;
 use serde::Deserialize;
 
 mod brave;
+mod duckduckgo;
+mod google_news;
 mod searxng;
 mod tavily;
 #[cfg(test)]
 pub(crate) mod test_server;
 
 pub use brave::{BRAVE_API_KEY, BRAVE_DEFAULT_URL, Brave};
+pub use duckduckgo::{DUCKDUCKGO_DEFAULT_URL, DuckDuckGo};
+pub use google_news::{GOOGLE_NEWS_DEFAULT_URL, GoogleNews};
 pub use searxng::Searxng;
 pub use tavily::{TAVILY_API_KEY, TAVILY_DEFAULT_URL, Tavily};
 
@@ -129,8 +133,17 @@ pub(crate) fn rejected_key(name: &str, service: &str, status: u16) -> SearchErro
 /// A search service search_web can ask.
 #[async_trait]
 pub trait SearchBackend: Send + Sync {
-    /// Short lower-case name shown in results ("searxng", "brave", "tavily").
+    /// Short lower-case name shown in results ("searxng", "brave", "tavily", "duckduckgo").
     fn name(&self) -> &str;
+    /// Whether it searches this kind of results (the keyless defaults each do one).
+    fn serves(&self, _source: Source) -> bool {
+        true
+    }
+    /// The service's identity for spacing requests: every search_web in the process that
+    /// talks to the same service (name and base URL) shares one gap, so concurrent calls queue.
+    fn gate(&self) -> String {
+        self.name().to_string()
+    }
     /// The secret this backend cannot work without, if any; the backend counts as configured
     /// only once that secret is stored.
     fn required_secret(&self) -> Option<&str> {
@@ -150,6 +163,10 @@ pub enum BackendKind {
     Searxng,
     Brave,
     Tavily,
+    /// DuckDuckGo's HTML results (keyless; `source=web` only).
+    DuckDuckGo,
+    /// Google News' search feed (keyless; `source=news` only).
+    GoogleNews,
 }
 
 /// The user's search settings (config file `[search]`).
@@ -161,9 +178,17 @@ pub struct SearchConfig {
     pub brave_url: Option<String>,
     /// Base URL of the Tavily API; `None` is the real one.
     pub tavily_url: Option<String>,
+    /// Base URL of DuckDuckGo's HTML endpoint; `None` is the real one.
+    pub duckduckgo_url: Option<String>,
+    /// Base URL of Google News; `None` is the real one.
+    pub google_news_url: Option<String>,
     /// The least time between the end of one request to a backend and the start of the next.
     pub min_gap: Duration,
-    /// Backends tried in this order; the first configured one answers.
+    /// The least gap for DuckDuckGo, whatever `min_gap` says (the seed keeps 5 s: DuckDuckGo
+    /// answers quicker searches with its bot check).
+    pub duckduckgo_min_gap: Duration,
+    /// Backends tried in this order; the first configured one that serves the source answers
+    /// (the keyless defaults come last, so a configured backend always wins).
     pub order: Vec<BackendKind>,
     /// Limit on one backend request.
     pub timeout: Duration,
@@ -175,11 +200,16 @@ impl Default for SearchConfig {
             searxng_url: None,
             brave_url: None,
             tavily_url: None,
+            duckduckgo_url: None,
+            google_news_url: None,
             min_gap: Duration::from_secs(1),
+            duckduckgo_min_gap: Duration::from_secs(5),
             order: vec![
                 BackendKind::Searxng,
                 BackendKind::Brave,
                 BackendKind::Tavily,
+                BackendKind::DuckDuckGo,
+                BackendKind::GoogleNews,
             ],
             timeout: Duration::from_secs(20),
         }

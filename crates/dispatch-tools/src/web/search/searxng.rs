@@ -84,6 +84,10 @@ impl SearchBackend for Searxng {
         "searxng"
     }
 
+    fn gate(&self) -> String {
+        format!("searxng {}", self.base.trim_end_matches('/'))
+    }
+
     async fn search(
         &self,
         q: &SearchQuery,

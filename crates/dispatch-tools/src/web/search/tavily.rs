@@ -55,6 +55,10 @@ impl SearchBackend for Tavily {
         "tavily"
     }
 
+    fn gate(&self) -> String {
+        format!("tavily {}", self.base.trim_end_matches('/'))
+    }
+
     fn required_secret(&self) -> Option<&str> {
         Some(TAVILY_API_KEY)
     }
