@@ -185,6 +185,7 @@ fn tools_config(
         .read_only_commands
         .extend(config.commands.read_only.iter().cloned());
     tools.search.searxng_url = config.search.searxng_url.clone();
+    tools.chatbot = config.chatbot.to_config();
     if let Some(ms) = config.search.min_gap_ms {
         tools.search.min_gap = std::time::Duration::from_millis(ms);
     }

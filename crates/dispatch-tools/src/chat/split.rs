@@ -209,8 +209,7 @@ fn markdown_wrap(chars: &[char], cut: usize) -> (String, String) {
     let text: String = chars[..cut].iter().collect();
     let opener = text
         .lines()
-        .filter(|l| l.starts_with("```"))
-        .last()
+        .rfind(|l| l.starts_with("```"))
         .unwrap_or("```")
         .trim_end()
         .to_string();
