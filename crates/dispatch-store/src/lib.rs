@@ -17,6 +17,7 @@ use serde_json::Value;
 pub mod agents;
 pub mod cache;
 pub mod chat;
+pub mod chatbots;
 pub mod clock;
 pub mod errors;
 pub mod file_history;
@@ -38,6 +39,7 @@ mod suites;
 pub use agents::{AgentStore, ConversationEntry, LegRecord, LegStatus};
 pub use cache::{CACHE_TTL, CacheHit, CacheScope, ResultCache};
 pub use chat::{ChatHistory, ChatHit, RunSummary};
+pub use chatbots::{ApprovedChat, ApprovedChats};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use errors::{ERROR_TTL, ErrorClass, ErrorMemory, ErrorRecord, Outcome, classify};
 pub use file_history::{FileAction, FileHistory, FileVersion, NewFileVersion, VersionQuery};
@@ -370,6 +372,7 @@ pub trait Store:
     + FileHistory
     + ChatHistory
     + AgentStore
+    + ApprovedChats
 {
 }
 
@@ -382,6 +385,7 @@ impl<T> Store for T where
         + FileHistory
         + ChatHistory
         + AgentStore
+        + ApprovedChats
 {
 }
 

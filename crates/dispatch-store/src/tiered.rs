@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use crate::agents::{AgentStore, ConversationEntry, LegRecord};
+use crate::chatbots::{ApprovedChat, ApprovedChats};
 use crate::near_cache::NearCache;
 use crate::redis::RedisStore;
 use crate::sqlite::SqliteStore;
@@ -457,6 +458,21 @@ impl AgentStore for TieredStore {
 
     async fn legs(&self, parent: &str) -> StoreResult<Vec<LegRecord>> {
         tiered!(self, |s| s.legs(parent).await)
+    }
+}
+
+#[async_trait]
+impl ApprovedChats for TieredStore {
+    async fn approve_chat(&self, chat: &ApprovedChat) -> StoreResult<()> {
+        tiered!(self, |s| s.approve_chat(chat).await)
+    }
+
+    async fn approved_chats(&self, platform: Option<&str>) -> StoreResult<Vec<ApprovedChat>> {
+        tiered!(self, |s| s.approved_chats(platform).await)
+    }
+
+    async fn revoke_chat(&self, platform: &str, id: &str) -> StoreResult<bool> {
+        tiered!(self, |s| s.revoke_chat(platform, id).await)
     }
 }
 

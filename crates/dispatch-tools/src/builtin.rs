@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use dispatch_engine::{
     Effect, Question, Subject, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
-use dispatch_store::{AgentStore, ChatHistory, ErrorMemory, FileHistory, ResultCache, Store};
+use dispatch_store::{
+    AgentStore, ApprovedChats, ChatHistory, ErrorMemory, FileHistory, ResultCache, Store,
+};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -181,6 +183,8 @@ pub struct Stores {
     pub chat_history: Option<Arc<dyn ChatHistory>>,
     /// Background subagents' state and results (background_subagents).
     pub agents: Option<Arc<dyn AgentStore>>,
+    /// The chats a person approved for the chatbot tools (list_chatbot, send_to_chatbot).
+    pub chats: Option<Arc<dyn ApprovedChats>>,
 }
 
 impl Stores {
@@ -192,6 +196,7 @@ impl Stores {
             error_memory: Some(store.clone()),
             chat_history: Some(store.clone()),
             agents: Some(store.clone()),
+            chats: Some(store.clone()),
         }
     }
 }

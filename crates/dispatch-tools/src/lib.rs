@@ -6,6 +6,7 @@ use dispatch_engine::{Registry, RegistryError, register_system_tools};
 
 pub mod agents;
 mod builtin;
+pub mod chat;
 #[cfg(test)]
 mod core_tools_tests;
 pub mod extensions;
@@ -68,6 +69,8 @@ pub struct ToolsConfig {
     pub legs: agents::Legs,
     /// What generate_image and generate_audio call (`None`: they say no model is configured).
     pub media: Option<std::sync::Arc<dyn media::MediaMaker>>,
+    /// Where list_chatbot and send_to_chatbot reach the bot APIs (`[chatbot]`).
+    pub chatbot: chat::ChatbotConfig,
 }
 
 impl Default for ToolsConfig {
@@ -81,6 +84,7 @@ impl Default for ToolsConfig {
             extensions: None,
             legs: agents::Legs::default(),
             media: None,
+            chatbot: chat::ChatbotConfig::default(),
         }
     }
 }
@@ -139,6 +143,8 @@ pub fn builtin_registry_with(
         )),
         builtin(media::GenerateImage::new(config.media.clone())),
         builtin(media::GenerateAudio::new(config.media.clone())),
+        builtin(chat::ListChatbot::new(stores)),
+        builtin(chat::SendToChatbot::new(config.chatbot.clone(), stores)),
         builtin(extensions::TestTool::new(
             config.sandbox.clone(),
             config.extensions.clone(),
@@ -160,10 +166,7 @@ mod tests {
 
     /// Seed tools not built yet, each with the issue that builds it. The seed test below fails
     /// once one of them is registered, so the entry goes when the tool arrives.
-    const NOT_YET_BUILT: [(&str, &str); 2] = [
-        ("list_chatbot", "issue 18"),
-        ("send_to_chatbot", "issue 18"),
-    ];
+    const NOT_YET_BUILT: [(&str, &str); 0] = [];
 
     #[test]
     fn concurrent_set_is_exactly_the_seeds() {

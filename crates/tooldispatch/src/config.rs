@@ -32,6 +32,11 @@
 //! # model = "qwen2.5-7b-instruct"
 //! # api_key_env = "FILTER_API_KEY"                   # the variable holding its key, if any
 //!
+//! [chatbot]                                          # list_chatbot / send_to_chatbot
+//! telegram_api = "https://api.telegram.org"          # the defaults; tokens are secrets
+//! discord_api = "https://discord.com/api/v10"        # (TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN)
+//! max_retry_wait_secs = 30                           # longest 429 retry_after waited out
+//!
 //! [server]                                           # tooldispatch serve
 //! cors_origins = ["http://localhost:5173"]           # web pages that may call the API
 //! max_client_tools = 128                             # client tools one session may declare
@@ -118,6 +123,38 @@ pub struct Config {
     pub models: Models,
     #[serde(default)]
     pub media: Media,
+    #[serde(default)]
+    pub chatbot: Chatbot,
+}
+
+/// `[chatbot]`: where the chatbot tools and `tooldispatch chatbot` reach the bot APIs.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Chatbot {
+    /// The Telegram Bot API root (default https://api.telegram.org).
+    pub telegram_api: Option<String>,
+    /// The Discord REST API root (default https://discord.com/api/v10).
+    pub discord_api: Option<String>,
+    /// The longest 429 `retry_after` waited out before retrying (default 30 s); a longer one
+    /// fails the call with the time to retry.
+    pub max_retry_wait_secs: Option<u64>,
+}
+
+impl Chatbot {
+    /// The tools' settings: the file's, else the defaults.
+    pub fn to_config(&self) -> dispatch_tools::chat::ChatbotConfig {
+        let mut config = dispatch_tools::chat::ChatbotConfig::default();
+        if let Some(api) = &self.telegram_api {
+            config.telegram_api = api.clone();
+        }
+        if let Some(api) = &self.discord_api {
+            config.discord_api = api.clone();
+        }
+        if let Some(secs) = self.max_retry_wait_secs {
+            config.max_retry_wait = std::time::Duration::from_secs(secs);
+        }
+        config
+    }
 }
 
 /// The `[models.<name>]` entries in the order the file lists them (serde maps lose it; the
@@ -385,6 +422,18 @@ impl Config {
                 ));
             }
         }
+        for (key, api) in [
+            ("telegram_api", &config.chatbot.telegram_api),
+            ("discord_api", &config.chatbot.discord_api),
+        ] {
+            if let Some(api) = api
+                && !(api.starts_with("https://") || api.starts_with("http://"))
+            {
+                return Err(format!(
+                    "[chatbot] {key} = {api:?} is not an http:// or https:// URL; give the API root, e.g. https://api.telegram.org"
+                ));
+            }
+        }
         if let Some(filter) = &config.filter
             && filter.base_url.is_none()
             && config.models.pick(Some(&filter.model)).is_err()
@@ -419,7 +468,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let config = Config::parse(
-            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\nduckduckgo_url = \"http://127.0.0.1:8890\"\ngoogle_news_url = \"http://127.0.0.1:8891\"\n[net]\nallow_hosts = [\"intranet.example\", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\nmax_client_tools = 16\nclient_tools_kib_per_session = 64\nclient_tools_budget_mib = 8\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
+            "store = \"memory:\"\nmax_concurrent = 4\nspill_quota_mib = 64\nmax_calls_per_round = 100\n[commands]\nread_only = [\"npm test\"]\n[search]\nsearxng_url = \"http://127.0.0.1:8888\"\nmin_gap_ms = 500\nduckduckgo_url = \"http://127.0.0.1:8890\"\ngoogle_news_url = \"http://127.0.0.1:8891\"\n[net]\nallow_hosts = [\"intranet.example\[chatbot]\ntelegram_api = \"http://127.0.0.1:9001\"\ndiscord_api = \"http://127.0.0.1:9002/api/v10\"\nmax_retry_wait_secs = 5\n", \"127.0.0.1:8080\"]\n[filter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ntimeout_secs = 5\n[server]\ncors_origins = [\"http://localhost:5173\"]\nmax_client_tools = 16\nclient_tools_kib_per_session = 64\nclient_tools_budget_mib = 8\n[sandbox]\nmode = \"off\"\n[mcp.servers.git]\ncommand = \"uvx\"\nargs = [\"mcp-server-git\"]\ntimeout_s = 30\ntrust_annotations = true\n[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer {{secret:T}}\" }\n",
         )
         .unwrap();
         assert_eq!(
@@ -477,7 +526,24 @@ mod tests {
                 },
                 models: Models::default(),
                 media: Media::default(),
+                chatbot: Chatbot {
+                    telegram_api: Some("http://127.0.0.1:9001".into()),
+                    discord_api: Some("http://127.0.0.1:9002/api/v10".into()),
+                    max_retry_wait_secs: Some(5),
+                },
             }
+        );
+        assert_eq!(
+            config.chatbot.to_config(),
+            dispatch_tools::chat::ChatbotConfig {
+                telegram_api: "http://127.0.0.1:9001".into(),
+                discord_api: "http://127.0.0.1:9002/api/v10".into(),
+                max_retry_wait: std::time::Duration::from_secs(5),
+            }
+        );
+        assert_eq!(
+            Chatbot::default().to_config(),
+            dispatch_tools::chat::ChatbotConfig::default()
         );
         assert_eq!(Config::parse("").unwrap(), Config::default());
         assert_eq!(
@@ -518,6 +584,11 @@ mod tests {
         let err = Config::parse("max_calls_per_round = 0").unwrap_err();
         assert!(
             err.contains("max_calls_per_round must be at least 1"),
+            "{err}"
+        );
+        let err = Config::parse("[chatbot]\ntelegram_api = \"api.telegram.org\"").unwrap_err();
+        assert!(
+            err.starts_with("[chatbot] telegram_api = \"api.telegram.org\" is not an http"),
             "{err}"
         );
         let err = Config::parse("[commands]\nread_only = \"ls\"").unwrap_err();

@@ -6,6 +6,7 @@ mod bench_agent;
 mod bench_http;
 mod bench_memory;
 mod bench_scripts;
+mod chatbot_cmd;
 mod commands;
 mod config;
 mod mcp_cmd;
@@ -74,6 +75,9 @@ enum Command {
     /// Secrets configs and tools refer to as {{secret:NAME}}: `set NAME` (value on stdin or
     /// typed hidden), `list` (names only), `remove NAME`.
     Secret(secret_cmd::SecretArgs),
+    /// The chats list_chatbot and send_to_chatbot may use: `pending telegram|discord`,
+    /// `authorize PLATFORM ID [--name N]`, `list`, `revoke PLATFORM ID`.
+    Chatbot(chatbot_cmd::ChatbotArgs),
     /// Show the OS sandbox commands run in on this machine: mechanism, levels, limits, hidden
     /// paths (or why there is none).
     Sandbox(SandboxArgs),
@@ -307,6 +311,7 @@ fn main() -> ExitCode {
             Command::Mcp(args) => mcp_cmd::run(args).await,
             Command::Sandbox(args) => commands::sandbox(args),
             Command::Secret(args) => secret_cmd::run(args).await,
+            Command::Chatbot(args) => chatbot_cmd::run(args).await,
             // Measured on a worker thread, where the daemon's rounds run too.
             Command::Bench(args) => tokio::spawn(bench::run(args))
                 .await

@@ -187,6 +187,7 @@ fn tools_config(
     tools.search.searxng_url = config.search.searxng_url.clone();
     tools.search.duckduckgo_url = config.search.duckduckgo_url.clone();
     tools.search.google_news_url = config.search.google_news_url.clone();
+    tools.chatbot = config.chatbot.to_config();
     if let Some(ms) = config.search.min_gap_ms {
         tools.search.min_gap = std::time::Duration::from_millis(ms);
     }

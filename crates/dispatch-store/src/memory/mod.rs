@@ -22,6 +22,7 @@ pub struct MemoryStore {
     secrets: Mutex<secrets::SecretState>,
     files: Mutex<Vec<crate::file_history::FileVersion>>,
     agents: Mutex<agents::AgentState>,
+    chats: Mutex<Vec<crate::chatbots::ApprovedChat>>,
     /// What "now" is for TTLs (replaced in tests).
     clock: Arc<dyn Clock>,
     /// Cache hits and misses since this store was made (for `stats`).
@@ -44,6 +45,7 @@ impl MemoryStore {
             secrets: Mutex::default(),
             files: Mutex::default(),
             agents: Mutex::default(),
+            chats: Mutex::default(),
             clock,
             cache_counters: Default::default(),
         }
@@ -104,6 +106,7 @@ impl SessionState {
 
 mod agents;
 mod cache;
+mod chatbots;
 mod errors;
 mod files;
 mod maintenance;

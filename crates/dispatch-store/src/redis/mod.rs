@@ -33,6 +33,7 @@
 //! | `legs:{sid}`                    | hash    | leg id → `LegRecord` JSON (background legs the session started) |
 //! | `secrets`                       | hash    | secret name → hex of the 24-byte nonce followed by the ciphertext |
 //! | `secrets:generation`            | string  | a random number replaced in the same MULTI/EXEC as every change to `secrets` |
+//! | `approved-chats`                | hash    | `{platform}:{id}` (both escaped) → `ApprovedChat` JSON (chats a person approved for the chatbot tools) |
 //!
 //! Every `{…}` part is escaped by [`escape`]: `%` becomes `%25` and `:` becomes `%3A`, so no
 //! part contains the `:` separator and `("a:b", "c")` and `("a", "b:c")` name different keys.
@@ -77,6 +78,7 @@ use crate::{StoreError, StoreResult};
 mod agents;
 mod cache;
 mod chat;
+mod chatbots;
 mod errors;
 mod maintenance;
 mod secrets;
@@ -271,6 +273,9 @@ impl Keys {
     }
     fn secrets_generation(&self) -> String {
         self.key("secrets:generation", &[])
+    }
+    fn approved_chats(&self) -> String {
+        self.key("approved-chats", &[])
     }
 }
 

@@ -30,6 +30,7 @@ use tokio::sync::oneshot;
 mod agents;
 mod cache;
 mod chat;
+mod chatbots;
 mod errors;
 mod files;
 mod maintenance;

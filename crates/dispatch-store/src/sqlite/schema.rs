@@ -330,6 +330,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (parent, id)
     ) STRICT, WITHOUT ROWID;
     "#,
+    // 12: the chats a person approved for the chatbot tools (chatbots.rs).
+    r#"
+    CREATE TABLE approved_chats (
+        platform    TEXT NOT NULL,
+        id          TEXT NOT NULL,
+        approved_ms INTEGER NOT NULL,
+        record      TEXT NOT NULL,      -- JSON ApprovedChat
+        PRIMARY KEY (platform, id)
+    ) STRICT, WITHOUT ROWID;
+    "#,
 ];
 
 /// Set up the writer's connection.

@@ -4,6 +4,7 @@
 mod agents;
 mod cache;
 mod chat;
+mod chatbots;
 mod errors;
 mod files;
 mod maintenance;

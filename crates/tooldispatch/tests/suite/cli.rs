@@ -48,7 +48,7 @@ fn quick_start_select_then_run_tool_calculates_in_openai_format() {
                 }
             }],
             "query": "select:calculate",
-            "total_tools": 30
+            "total_tools": 32
         })
     );
 
@@ -467,7 +467,7 @@ fn tools_for_openai_are_the_core_tools_and_the_turn_context_lists_the_rest() {
         json!({
             "tools": core.map(|n| declared(n, Provider::OpenAi, false)),
             "turn_context": format!(
-                "Work directory: {}\nTools (call through run_tool): ask_user, background_command, background_subagents, calculate, chat_history, download_file, edit_file, error_history, fetch_page, file_history, find_files, generate_audio, generate_image, html_template, http_request, public_api_list, read_files, reasoning_guide, remove_file, restore_file, run_command, search_web, store_secret, subagents, test_tool, write_error, write_result, write_todo",
+                "Work directory: {}\nTools (call through run_tool): ask_user, background_command, background_subagents, calculate, chat_history, download_file, edit_file, error_history, fetch_page, file_history, find_files, generate_audio, generate_image, html_template, http_request, list_chatbot, public_api_list, read_files, reasoning_guide, remove_file, restore_file, run_command, search_web, send_to_chatbot, store_secret, subagents, test_tool, write_error, write_result, write_todo",
                 td.workdir().display()
             )
         })
@@ -504,6 +504,7 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
             "generate_image",
             "html_template",
             "http_request",
+            "list_chatbot",
             "public_api_list",
             "read_files",
             "reasoning_guide",
@@ -511,6 +512,7 @@ fn tools_for_claude_code_stub_every_tool_until_it_is_marked() {
             "restore_file",
             "run_command",
             "search_web",
+            "send_to_chatbot",
             "store_secret",
             "subagents",
             "test_tool",

@@ -1,6 +1,7 @@
 mod agent;
 mod bench;
 mod browser;
+mod chatbot;
 mod cli;
 mod config;
 mod crash;
