@@ -261,16 +261,27 @@ fn print_outcome(outcome: &RoundOutcome, provider: Provider, report: bool) {
 /// Resolves when the user or the system asks the process to stop; `false` when no signal can
 /// be watched (then the round simply runs to its end).
 pub(crate) async fn stop_requested() -> bool {
+    stop_signals().await
+}
+
+/// [`stop_requested`], with its signal handlers installed now rather than at the first poll:
+/// a daemon that has announced its address can be stopped at once, and a SIGTERM sent right
+/// after the announcement is a clean stop instead of the default action's kill.
+pub(crate) fn stop_signals() -> impl std::future::Future<Output = bool> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut hup)) = (
+    let signals = (
+        signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
         signal(SignalKind::hangup()),
-    ) else {
-        return tokio::signal::ctrl_c().await.is_ok();
-    };
-    tokio::select! {
-        interrupted = tokio::signal::ctrl_c() => interrupted.is_ok(),
-        _ = term.recv() => true,
-        _ = hup.recv() => true,
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = signals else {
+            return tokio::signal::ctrl_c().await.is_ok();
+        };
+        tokio::select! {
+            _ = int.recv() => true,
+            _ = term.recv() => true,
+            _ = hup.recv() => true,
+        }
     }
 }

@@ -122,6 +122,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         daemon.stop_rounds.clone(),
     );
     let extra = axum::Router::new().route_service("/mcp", mcp_server);
+    // Watched from before the address is announced: whoever reads it may stop us at once.
+    let stop = crate::commands::stop_signals();
+    let stop = async {
+        stop.await;
+    };
     {
         // The first stdout line is the address, for scripts and tests that bind port 0.
         let mut out = std::io::stdout().lock();
@@ -141,9 +146,6 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             path.display()
         ),
     }
-    let stop = async {
-        crate::commands::stop_requested().await;
-    };
     let served = match listener {
         Listener::Tcp(listener, _) => {
             dispatch_server::serve_with(listener, daemon, access, extra, stop).await
