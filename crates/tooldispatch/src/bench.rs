@@ -26,7 +26,9 @@ pub struct BenchArgs {
     /// (peak resident memory and time of rounds of --n calls through the CLI and the daemon,
     /// and the daemon's memory after them; default sizes 1,100,512, --reps 3), or agent (the
     /// agent loop's own time per model turn against a scripted model server on 127.0.0.1:
-    /// --turns, --calls per turn, --reps runs; default 10, 1, 30).
+    /// --turns, --calls per turn, --reps runs; default 10, 1, 30), or extract (fetch_page's
+    /// extractor on the marked pages of bench/extract: precision, recall, F1, the worst pages
+    /// and time per page, best of --reps passes, default 3; --peers adds other extractors).
     kind: BenchKind,
     /// Calls per round; several sizes separated by commas (default 1,4,16,64; for memory
     /// 1,100,512).
@@ -51,6 +53,8 @@ pub struct BenchArgs {
     http: crate::bench_http::HttpArgs,
     #[command(flatten)]
     agent: crate::bench_agent::AgentArgs,
+    #[command(flatten)]
+    extract: crate::bench_extract::ExtractArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -63,6 +67,7 @@ enum BenchKind {
     Scripts,
     Memory,
     Agent,
+    Extract,
 }
 
 /// A concurrent, read-only tool that returns at once or after a sleep.
@@ -96,6 +101,9 @@ pub async fn run(mut args: BenchArgs) -> Result<(), CliError> {
             args.max_concurrent,
         )
         .await;
+    }
+    if args.kind == BenchKind::Extract {
+        return crate::bench_extract::run(args.extract, args.reps.unwrap_or(3));
     }
     if args.kind == BenchKind::Memory {
         let sizes = if args.n.is_empty() {
@@ -137,7 +145,8 @@ pub async fn run(mut args: BenchArgs) -> Result<(), CliError> {
         | BenchKind::Runlen
         | BenchKind::Scripts
         | BenchKind::Memory
-        | BenchKind::Agent => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
+        | BenchKind::Agent
+        | BenchKind::Extract => ("bench_sleep", Some(Duration::from_millis(args.sleep_ms))),
     };
     let reps = args
         .reps

@@ -3,6 +3,7 @@
 mod agent_cmd;
 mod bench;
 mod bench_agent;
+mod bench_extract;
 mod bench_http;
 mod bench_memory;
 mod bench_scripts;

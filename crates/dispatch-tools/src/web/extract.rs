@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use url::Url;
 
+use super::furniture::{strip_furniture, strip_named_furniture};
+
 /// Bytes of HTML handed to the parser; the rest of a larger page is cut (and the text says so).
 pub const MAX_PARSE_BYTES: usize = 5 * 1024 * 1024;
 /// Open elements beyond this nesting make the page "too deep" to parse as a tree.
@@ -207,13 +209,16 @@ pub fn extract(
                 let doc = Document::from(content);
                 // Readability's last-resort attempt keeps the whole body, menus included.
                 doc.select(NOISE_ELEMENTS).remove();
+                strip_furniture(&doc);
                 strip_permalinks(&doc);
                 rewrite_links(&doc, base.as_ref(), keep_links);
-                (title, doc.md(None).to_string())
+                (title, relax_escapes(&doc.md(None)))
             }
             PageFormat::Html => {
                 let (title, content) = main_content(html, base.as_ref());
-                (title, clean_html(&content, base.as_ref()))
+                let doc = Document::from(content);
+                strip_furniture(&doc);
+                (title, clean_html(&doc.html(), base.as_ref()))
             }
             PageFormat::Outline => {
                 let doc = Document::from(html);
@@ -272,10 +277,14 @@ fn main_content(html: &str, base: Option<&Url>) -> (Option<String>, String) {
         // We render the article's HTML ourselves (links rewritten on the DOM, not by regex
         // over Markdown), so readability's own text output is not needed.
         text_mode: TextMode::Raw,
+        // Class names tell page furniture from the story (see furniture.rs).
+        keep_classes: true,
         max_elements_to_parse: MAX_ELEMENTS,
         ..Config::default()
     };
-    let readability = Readability::new(html, base.map(Url::as_str), Some(cfg));
+    let page = Document::from(html);
+    strip_named_furniture(&page);
+    let readability = Readability::with_document(page, base.map(Url::as_str), Some(cfg));
     let article = readability.and_then(|mut r| r.parse());
     match article {
         Ok(article) if has_words(&article.text_content) => {
@@ -400,7 +409,8 @@ fn clean_html(content: &str, base: Option<&Url>) -> String {
             .collect();
         for name in names {
             let lower = name.to_ascii_lowercase();
-            if lower.starts_with("on") || lower == "style" || lower == "srcset" {
+            // Class names were kept to find furniture; they mean nothing to the reader.
+            if lower.starts_with("on") || matches!(lower.as_str(), "style" | "srcset" | "class") {
                 node.remove_attr(&name);
             }
         }
@@ -497,6 +507,78 @@ fn shorten(s: &str, max_chars: usize) -> String {
         Some((end, _)) => format!("{}…", &s[..end]),
         None => s.to_string(),
     }
+}
+
+/// The Markdown writer escapes `` \ ` * _ [ ] < | ~ `` wherever they occur, which splits words
+/// the model reads (`snake\_case`, `\[1\]`, `a \< b`). This keeps an escape only where
+/// Markdown would misread the bare character, and leaves code untouched:
+/// `_` inside a word and `*` between spaces never emphasise, a lone `~` never strikes through,
+/// `|` only matters in a table row, `<` only before a tag or autolink, and brackets only where
+/// they could make a link (a line with a link keeps them all).
+fn relax_escapes(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    let mut in_fence = false;
+    for (n, line) in md.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let start = line.trim_start();
+        if start.starts_with("```") || start.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        if in_fence || start.starts_with("```") || start.starts_with("~~~") || !line.contains('\\')
+        {
+            out.push_str(line);
+            continue;
+        }
+        let table_row = start.starts_with('|');
+        let has_link = line.contains("](");
+        let chars: Vec<char> = line.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '`' {
+                // A code span runs to the next run of as many backticks; copied as it is.
+                let run = chars[i..].iter().take_while(|&&b| b == '`').count();
+                let close = (i + run..chars.len()).find(|&j| {
+                    chars[j..].iter().take_while(|&&b| b == '`').count() == run
+                        && (j == 0 || chars[j - 1] != '`')
+                });
+                let end = close.map_or(i + run, |j| j + run);
+                out.extend(&chars[i..end]);
+                i = end;
+                continue;
+            }
+            if c != '\\' || i + 1 >= chars.len() {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let escaped = chars[i + 1];
+            let before = out.chars().next_back();
+            // The next character as written, past its own escape.
+            let after = match chars.get(i + 2) {
+                Some('\\') => chars.get(i + 3).copied(),
+                other => other.copied(),
+            };
+            let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+            let needless = match escaped {
+                '_' => word(before) && word(after),
+                '*' => before == Some(' ') && after == Some(' '),
+                '~' => before != Some('~') && after != Some('~'),
+                '|' => !table_row,
+                '<' => !after.is_some_and(|a| a.is_ascii_alphabetic() || "/!?".contains(a)),
+                '[' | ']' => !has_link,
+                _ => false,
+            };
+            if !needless {
+                out.push('\\');
+            }
+            out.push(escaped);
+            i += 2;
+        }
+    }
+    out
 }
 
 /// Trailing whitespace off every line, runs of blank lines collapsed to one, no blank lines

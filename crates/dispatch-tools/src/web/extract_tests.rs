@@ -326,7 +326,7 @@ fn html_is_cleaned_of_scripts_handlers_comments_and_forms() {
     assert_eq!(cleaned.title.as_deref(), Some("Tide tables"));
     assert_eq!(
         cleaned.text,
-        "<div id=\"readability-page-1\" class=\"page\"><div><article><p>Slack water lasts about twenty minutes at neaps and almost nothing at springs, so time the crossing of the bar with care and allow for the wind against tide that builds short steep seas on the ebb.</p><p>Moorings are allocated by the harbour office; <a href=\"https://docs.example.org/guide/moorings.html\">apply here</a> and not here. Visitors raft up on the north wall, three deep at most, and pay at the kiosk.</p></article></div></div>"
+        "<div id=\"readability-page-1\"><div><article><p>Slack water lasts about twenty minutes at neaps and almost nothing at springs, so time the crossing of the bar with care and allow for the wind against tide that builds short steep seas on the ebb.</p><p>Moorings are allocated by the harbour office; <a href=\"https://docs.example.org/guide/moorings.html\">apply here</a> and not here. Visitors raft up on the north wall, three deep at most, and pay at the kiosk.</p></article></div></div>"
     );
 }
 
@@ -650,5 +650,45 @@ fn bench_extraction_throughput() {
         bytes as f64 / 1e6,
         n / secs,
         (bytes * rounds) as f64 / 1e6 / secs
+    );
+}
+
+#[test]
+fn markdown_escapes_only_what_markdown_would_misread() {
+    // Words and numbers the model reads come through as written.
+    assert_eq!(
+        relax_escapes(r"Choreographer\_Jeong cites \[1\] where a \< b, x \| y, \~5 km, 2 \* 3"),
+        "Choreographer_Jeong cites [1] where a < b, x | y, ~5 km, 2 * 3"
+    );
+    // What would change the text's meaning as Markdown stays escaped.
+    for kept in [
+        r"\_emphasis\_ at word edges",
+        r"a\*b\*c",
+        r"\~\~struck\~\~",
+        r"\<div\> and \<https://x\>",
+        r"\# not a heading",
+        r"\\_ a backslash",
+        "| a \\| b |",
+        r"[link \[1\]](https://example.com)",
+    ] {
+        assert_eq!(relax_escapes(kept), kept, "{kept}");
+    }
+    // Code is never touched.
+    let code = "```\nlet a\\_b = 1;\n```\nand `x\\_y` inline, but y\\_z outside";
+    assert_eq!(
+        relax_escapes(code),
+        "```\nlet a\\_b = 1;\n```\nand `x\\_y` inline, but y_z outside"
+    );
+    // End to end, through the extractor.
+    let html = article(
+        "<p>Choreographer_Jeong wrote that 3 < 4 and cited [12] in a long enough paragraph of \
+         text for the extractor to keep it as the page's main content, with more words.</p>",
+    );
+    let page = extract(&html, PAGE_URL, PageFormat::Markdown, false).unwrap();
+    assert!(
+        page.text
+            .starts_with("Choreographer_Jeong wrote that 3 < 4 and cited [12]"),
+        "{}",
+        page.text
     );
 }

@@ -5,8 +5,10 @@
 pub mod client;
 pub mod download_file;
 pub mod extract;
+pub mod extract_eval;
 pub mod fetch_page;
 pub mod filter;
+mod furniture;
 pub mod guard;
 pub mod http_request;
 pub mod public_api_list;
