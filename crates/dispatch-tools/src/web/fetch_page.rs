@@ -291,7 +291,12 @@ impl BuiltinTool for FetchPage {
         let above = CACHE_NOTE_ROOM
             + page.notes.iter().map(|n| n.len() + 1).sum::<usize>()
             + if saved.is_empty() { 0 } else { saved.len() + 1 };
-        let budget = cx.result_budget.saturating_sub(above);
+        let mut budget = cx.result_budget.saturating_sub(above);
+        // A page over the budget also says how to read the rest, so room is kept for that line.
+        let over = page.text.len() > budget && args.format != PageFormat::Outline;
+        if over {
+            budget = budget.saturating_sub(READ_ON_ROOM);
+        }
         let filtered = if args.format == PageFormat::Outline {
             fit_outline(&page.text, args.focus.as_deref(), budget)
         } else {
@@ -302,10 +307,13 @@ impl BuiltinTool for FetchPage {
         let mut out = String::new();
         // What the model must know about the page whatever the filter keeps: where the text came
         // from (cache, redirect), what was cut, where it was saved.
+        let read_on = (over && filtered.text.len() < page.text.len())
+            .then(|| read_on(page.text.len(), filtered.text.len(), !saved.is_empty()));
         let lines = std::iter::once(note)
             .chain(page.notes)
             .chain(filtered.note)
-            .chain(std::iter::once(saved));
+            .chain(std::iter::once(saved))
+            .chain(read_on);
         for line in lines.filter(|l| !l.is_empty()) {
             out.push_str(&line);
             out.push('\n');
@@ -458,6 +466,25 @@ async fn fetch(
         return Err(Failure::empty(url));
     }
     Ok(Page { notes, text })
+}
+
+/// Room kept for the line that says how to read the rest of a page over the budget.
+const READ_ON_ROOM: usize = 260;
+
+/// How to read what the filter left out: the whole text is one `save=true` away (the page is
+/// cached, so that call sends no request), and read_files pages through a file of any size.
+fn read_on(whole: usize, shown: usize, saved: bool) -> String {
+    let left = whole.saturating_sub(shown) as f64 / 1024.0;
+    let whole = whole as f64 / 1024.0;
+    if saved {
+        format!(
+            "About {left:.1} KB of the page's {whole:.1} KB are not shown below; the saved file has all of it: read_files it with offset to read on."
+        )
+    } else {
+        format!(
+            "About {left:.1} KB of the page's {whole:.1} KB are not shown below: call fetch_page again with save=true (served from the cache, no new request) to keep the whole text in a file, then read_files that file with offset to read on."
+        )
+    }
 }
 
 /// Room kept above a page for the cache note: "(cached 59 min ago, shared across sessions; …)".

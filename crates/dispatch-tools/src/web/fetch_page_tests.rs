@@ -240,7 +240,8 @@ async fn focus_filters_every_return_and_the_cache_keeps_the_whole_page() {
     let url = server.url("/almanac");
 
     let lights = ok(&h, "s", "r1", json!({"link": url, "focus": "lighthouses"})).await;
-    let first = lights.lines().next().unwrap();
+    assert!(lights.starts_with("About "), "{lights}");
+    let first = lights.lines().nth(1).unwrap();
     assert!(
         first.starts_with("[filtered: kept 1 of ")
             && first.contains(" sections most relevant to \"lighthouses\""),
@@ -252,9 +253,10 @@ async fn focus_filters_every_return_and_the_cache_keeps_the_whole_page() {
     let ice = ok(&h, "s2", "r1", json!({"link": url, "focus": "glaciers"})).await;
     let lines: Vec<&str> = ice.lines().collect();
     assert!(lines[0].starts_with("(cached "), "{ice}");
+    assert!(lines[1].starts_with("About "), "{ice}");
     assert!(
-        lines[1].starts_with("[filtered: kept 1 of ")
-            && lines[1].contains(" sections most relevant to \"glaciers\""),
+        lines[2].starts_with("[filtered: kept 1 of ")
+            && lines[2].contains(" sections most relevant to \"glaciers\""),
         "filter note under the cache note: {ice}"
     );
     assert!(ice.contains("glaciers carve valleys"));
@@ -265,10 +267,32 @@ async fn focus_filters_every_return_and_the_cache_keeps_the_whole_page() {
     let top = ok(&h, "s", "r2", json!({"link": url})).await;
     let lines: Vec<&str> = top.lines().collect();
     assert!(lines[0].starts_with("(cached "), "{top}");
-    assert!(lines[1].starts_with("[filtered: kept the first "), "{top}");
+    // What is left and how to read it, above the filter's own line.
+    assert!(
+        lines[1].starts_with("About ")
+            && lines[1].ends_with(
+                "KB are not shown below: call fetch_page again with save=true (served from the cache, no new request) to keep the whole text in a file, then read_files that file with offset to read on."
+            ),
+        "{top}"
+    );
+    assert!(lines[2].starts_with("[filtered: kept the first "), "{top}");
     assert!(top.contains("## Section 0\n") && !top.contains("## Section 59\n"));
     // The budget holds the filtered text; the cache note is one line above it.
     assert!(top.len() <= 20_000 + lines[0].len() + 1, "{}", top.len());
+    assert_eq!(server.requests().len(), 1);
+
+    // Following the advice: the whole text in a file, from the cache.
+    let saved = ok(&h, "s", "r3", json!({"link": url, "save": true})).await;
+    let path = saved
+        .lines()
+        .find_map(|l| l.strip_prefix("saved to "))
+        .expect("a saved line");
+    let whole = std::fs::read_to_string(path).unwrap();
+    assert!(whole.contains("## Section 0\n") && whole.contains("## Section 59\n"));
+    assert!(
+        saved.contains("the saved file has all of it: read_files it with offset"),
+        "{saved}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 

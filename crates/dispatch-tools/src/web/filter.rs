@@ -85,13 +85,18 @@ impl DeterministicFilter {
         let scores: Vec<u64> = sections.iter().map(|s| score(s, &terms)).collect();
         let ranked = !terms.is_empty() && scores.iter().any(|s| *s > 0);
 
+        let has_lists = sections.iter().any(|s| is_short_line_list(&s.body));
         // Reserve the longest header this call can produce: counts only shrink from `total`,
         // and the shown size is longest either at `full` or as "1023 bytes".
         let worst_header = [full, full.min(1023)]
             .iter()
-            .map(|shown| {
+            .flat_map(|shown| {
                 let kind = HeaderKind::of(ranked, focus_shown.as_deref());
-                header(kind, total, total, true, *shown, full).len()
+                let text_first = (!ranked && has_lists)
+                    .then(|| header(HeaderKind::TextFirst, total, total, true, *shown, full).len());
+                [header(kind, total, total, true, *shown, full).len()]
+                    .into_iter()
+                    .chain(text_first)
             })
             .max()
             .unwrap_or(0);
@@ -102,7 +107,12 @@ impl DeterministicFilter {
             order.sort_by(|a, b| scores[*b].cmp(&scores[*a]).then(a.cmp(b)));
             order
         } else {
-            (0..total).collect()
+            // Without a focus the page's order holds, except that lists of short lines (link
+            // lists, menus, tag clouds) give way to prose: the story is never cut short to
+            // keep a "related" list above it.
+            let (prose, lists): (Vec<usize>, Vec<usize>) =
+                (0..total).partition(|i| !is_short_line_list(&sections[*i].body));
+            prose.into_iter().chain(lists).collect()
         };
 
         let mut kept: Vec<usize> = Vec::new();
@@ -118,6 +128,10 @@ impl DeterministicFilter {
             }
         }
         kept.sort_unstable();
+        let lists_left_out = !ranked
+            && kept
+                .last()
+                .is_some_and(|last| (0..*last).any(|i| !kept.contains(&i)));
 
         let mut pieces: Vec<String> = Vec::new();
         let mut cut = false;
@@ -126,7 +140,9 @@ impl DeterministicFilter {
             let first = if ranked {
                 (0..total).max_by(|a, b| scores[*a].cmp(&scores[*b]).then(b.cmp(a)))
             } else {
-                (0..total).next()
+                (0..total)
+                    .find(|i| !is_short_line_list(&sections[*i].body))
+                    .or((0..total).next())
             };
             if let Some(i) = first {
                 let body = with_heading(&sections[i], true);
@@ -147,14 +163,11 @@ impl DeterministicFilter {
         }
 
         let body = join(pieces.into_iter());
-        let line = header(
-            HeaderKind::of(ranked, focus_shown.as_deref()),
-            kept.len(),
-            total,
-            cut,
-            body.len(),
-            full,
-        );
+        let kind = match HeaderKind::of(ranked, focus_shown.as_deref()) {
+            HeaderKind::Top if lists_left_out => HeaderKind::TextFirst,
+            kind => kind,
+        };
+        let line = header(kind, kept.len(), total, cut, body.len(), full);
         let text = if body.is_empty() {
             line
         } else {
@@ -177,6 +190,8 @@ fn with_heading(section: &Section, standalone: bool) -> String {
 
 enum HeaderKind<'a> {
     Top,
+    /// No focus, and lists of links were left out so that later prose fits.
+    TextFirst,
     Ranked(&'a str),
     NoMatch(&'a str),
 }
@@ -205,6 +220,9 @@ fn header(
     match kind {
         HeaderKind::Top => format!(
             "[filtered: kept the first {kept} of {total} sections{cut} ({size}); call again with a focus to get the sections about a topic]"
+        ),
+        HeaderKind::TextFirst => format!(
+            "[filtered: kept {kept} of {total} sections in page order, the text before lists of links{cut} ({size}); call again with a focus to get the sections about a topic]"
         ),
         HeaderKind::Ranked(focus) => format!(
             "[filtered: kept {kept} of {total} sections most relevant to \"{focus}\"{cut} ({size}); call again with a different focus or fetch a narrower url for the rest]"
@@ -393,6 +411,26 @@ fn is_boilerplate(line: &str) -> bool {
         && !words.is_empty()
         && words.iter().all(|w| SHARE_WORDS.contains(w))
         && words.iter().any(|w| SHARE_TRIGGERS.contains(w))
+}
+
+/// A block of at least three lines that are mostly short list items or links: a menu, a
+/// "related" list, a tag cloud — what gives way first when a page is over the budget.
+fn is_short_line_list(body: &str) -> bool {
+    let lines: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !is_heading(l))
+        .collect();
+    let short_items = lines
+        .iter()
+        .filter(|l| {
+            let marker = ["- ", "* ", "+ "].iter().any(|m| l.starts_with(m))
+                || l.split_once(". ")
+                    .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            (marker && visible(l).chars().count() <= 100) || is_nav_like(l)
+        })
+        .count();
+    lines.len() >= 3 && short_items * 10 >= lines.len() * 7
 }
 
 /// A short line made of links (a menu entry); repeated ones are navigation.

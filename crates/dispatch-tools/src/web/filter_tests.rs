@@ -261,3 +261,33 @@ fn a_model_answer_is_cut_to_the_budget_and_a_failure_falls_back_with_a_note() {
         }
     );
 }
+
+#[test]
+fn over_the_budget_without_focus_lists_of_links_give_way_to_the_story() {
+    let related: String = (1..=12)
+        .map(|i| format!("- Another story worth reading, number {i}\n"))
+        .collect();
+    let story =
+        "The council voted on Tuesday to rebuild the harbour wall before winter. ".repeat(4);
+    let text = format!(
+        "# Harbour wall\n\n{story}\n\n## Related\n\n{related}\n## The vote\n\n{story}\n\n## Cost\n\n{story}"
+    );
+    let budget = text.len() - 150;
+    let out = run(&text, None, budget);
+    assert!(
+        out.text.starts_with(
+            "[filtered: kept 3 of 4 sections in page order, the text before lists of links ("
+        ),
+        "{}",
+        out.text
+    );
+    // Every word of the story is kept, in order, and the list is what went.
+    assert!(
+        out.text.contains("## The vote") && out.text.contains("## Cost"),
+        "{}",
+        out.text
+    );
+    assert!(!out.text.contains("Another story"), "{}", out.text);
+    assert_eq!(out.text.matches("rebuild the harbour wall").count(), 12);
+    assert!(out.text.len() <= budget);
+}
