@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use dom_query::{Document, NodeRef};
+use dom_query::{Document, NodeId, NodeRef};
 
 /// Words in a class, id, role or aria-label that mark furniture. Matched as whole words of
 /// the attribute (`photo-credit`, `photoCredit`, `photo_credit` all give `credit`), or as two
@@ -211,21 +211,26 @@ const LABELS: &[&str] = &[
 
 /// Elements whose text counts as blocks for the repetition and link rules.
 const BLOCKS: &str = "p, li, div, span, a, button";
+/// Characters (not counting spaces) beyond which an element is no label or heading: its text
+/// is not even read.
+const LABEL_MAX_CHARS: usize = 160;
 
 /// Before readability, on the whole page: remove what class, id, role or aria-label names as
 /// furniture. This runs first because readability rewrites the tree as it scores it (a `div`
 /// of phrasing content becomes a bare `p`), and the names are lost with the elements.
 pub(crate) fn strip_named_furniture(doc: &Document) {
     let root = doc.root();
-    let limit = text_len(&root) * 2 / 5;
-    strip_named(&root, limit, true);
+    let measures = Measures::of(&root);
+    let limit = measures.get(&root).text * 2 / 5;
+    strip_named(&root, &measures, limit, true);
 }
 
 /// After readability, on the extracted article: galleries and captions, what is still named
 /// as furniture, headed link lists, link-only paragraphs and labels.
 pub(crate) fn strip_furniture(doc: &Document) {
     let root = doc.root();
-    let total = text_len(&root);
+    let measures = Measures::of(&root);
+    let total = measures.get(&root).text;
     if total == 0 {
         return;
     }
@@ -243,61 +248,137 @@ pub(crate) fn strip_furniture(doc: &Document) {
         } else {
             Some(node.clone())
         };
-        let holds_text = figure.is_some_and(|f| {
-            f.descendants_it()
-                .any(|d| d.has_name("pre") || d.has_name("table") || d.has_name("blockquote"))
-        });
-        if text_len(node) <= limit && !holds_text {
+        let holds_text = figure.is_some_and(|f| measures.get(&f).holds_text);
+        if measures.get(node).text <= limit && !holds_text {
             node.remove_from_parent();
         }
     }
-    strip_named(&root, limit, false);
-    strip_headed_lists(doc, limit);
-    strip_link_paragraphs(doc);
-    strip_labels(doc);
+    strip_named(&root, &measures, limit, false);
+    // The rules below read lengths and link shares of the tree as it now is.
+    let measures = Measures::of(&root);
+    strip_headed_lists(doc, &measures, limit);
+    strip_link_paragraphs(doc, &measures);
+    strip_labels(doc, &measures);
+}
+
+/// What the rules need to know of an element's subtree, measured for every node in one pass,
+/// so no rule walks a subtree per element (a hostile page nests hundreds of levels deep).
+#[derive(Debug, Default, Clone, Copy)]
+struct Measure {
+    /// Characters of text, spaces not counted.
+    text: usize,
+    /// Of those, characters inside links to somewhere else.
+    linked: usize,
+    /// Words of text (counted per text node).
+    words: usize,
+    /// Paragraphs of fifteen words or more.
+    prose: usize,
+    /// Holds `itemprop="articleBody"`: the publisher saying where the story is.
+    article_body: bool,
+    /// Holds code, a table or a quotation.
+    holds_text: bool,
+    /// Has a text child with a letter or digit: its element children sit inside a sentence.
+    own_words: bool,
+    /// Is code or inside code.
+    in_code: bool,
+}
+
+struct Measures(HashMap<NodeId, Measure>);
+
+impl Measures {
+    fn of(root: &NodeRef) -> Self {
+        let mut map: HashMap<NodeId, Measure> = HashMap::new();
+        // Post-order, with an explicit stack: children are measured before their parent.
+        let mut stack = vec![(root.clone(), false, false)];
+        while let Some((node, visited, in_code)) = stack.pop() {
+            let in_code = in_code || node.has_name("pre") || node.has_name("code");
+            if !visited {
+                stack.push((node.clone(), true, in_code));
+                stack.extend(node.children_it(false).map(|c| (c, false, in_code)));
+                continue;
+            }
+            let mut m = Measure {
+                in_code,
+                ..Measure::default()
+            };
+            if node.is_text() {
+                let text = node.text();
+                m.text = text.chars().filter(|c| !c.is_whitespace()).count();
+                m.words = text.split_whitespace().count();
+                m.own_words = text.chars().any(char::is_alphanumeric);
+                map.insert(node.id, m);
+                continue;
+            }
+            for child in node.children_it(false) {
+                let c = map.get(&child.id).copied().unwrap_or_default();
+                m.text += c.text;
+                m.linked += c.linked;
+                m.words += c.words;
+                m.prose += c.prose;
+                m.article_body |= c.article_body;
+                m.holds_text |= c.holds_text;
+                m.own_words |= child.is_text() && c.own_words;
+            }
+            // Links elsewhere: a named anchor or a jump within the page (a table of
+            // contents) leads nowhere else.
+            if node.has_name("a")
+                && node
+                    .attr("href")
+                    .is_some_and(|h| !h.trim_start().starts_with('#'))
+            {
+                m.linked = m.text;
+            }
+            if node.has_name("p") && m.words >= 15 {
+                m.prose += 1;
+            }
+            m.article_body |= node
+                .attr("itemprop")
+                .is_some_and(|v| v.contains("articleBody"));
+            m.holds_text |=
+                node.has_name("pre") || node.has_name("table") || node.has_name("blockquote");
+            map.insert(node.id, m);
+        }
+        Measures(map)
+    }
+
+    fn get(&self, node: &NodeRef) -> Measure {
+        self.0.get(&node.id).copied().unwrap_or_default()
+    }
+
+    /// Share of the element's text that sits inside links elsewhere.
+    fn link_density(&self, node: &NodeRef) -> f64 {
+        let m = self.get(node);
+        if m.text == 0 {
+            0.0
+        } else {
+            m.linked as f64 / m.text as f64
+        }
+    }
 }
 
 /// Walks the tree once, removing each element named as furniture that holds at most `limit`
 /// characters of text (its subtree is not visited again). Code is never furniture, whatever
 /// its highlighter calls its spans ("hljs-comment"), and nothing holding the publisher's own
 /// `itemprop="articleBody"` is.
-fn strip_named(root: &NodeRef, limit: usize, whole_page: bool) {
+fn strip_named(root: &NodeRef, measures: &Measures, limit: usize, whole_page: bool) {
     let mut stack: Vec<NodeRef> = root.children_it(true).collect();
     while let Some(node) = stack.pop() {
         if !node.is_element() || node.has_name("pre") || node.has_name("code") {
             continue;
         }
+        let m = measures.get(&node);
         // On the whole page the story's share is unknown: a named element holding prose is
         // left for readability to judge (a story wrapped in `class="has-comments"`).
-        if is_furniture_named(&node)
-            && text_len(&node) <= limit
-            && !holds_article_body(&node)
-            && !(whole_page && holds_prose(&node))
+        if m.text <= limit
+            && !m.article_body
+            && !(whole_page && m.prose > 1)
+            && is_furniture_named(&node)
         {
             node.remove_from_parent();
             continue;
         }
         stack.extend(node.children_it(true));
     }
-}
-
-/// Is the element code, or inside code?
-fn in_code(node: &NodeRef) -> bool {
-    node.has_name("pre")
-        || node.has_name("code")
-        || node
-            .ancestors_it(None)
-            .any(|a| a.has_name("pre") || a.has_name("code"))
-}
-
-/// `itemprop="articleBody"` is the publisher saying where the story is.
-fn holds_article_body(node: &NodeRef) -> bool {
-    node.attr("itemprop")
-        .is_some_and(|v| v.contains("articleBody"))
-        || node.descendants_it().any(|d| {
-            d.attr("itemprop")
-                .is_some_and(|v| v.contains("articleBody"))
-        })
 }
 
 /// Does the element's class, id, role or aria-label carry a furniture word?
@@ -347,16 +428,17 @@ fn words_of(value: &str) -> Vec<String> {
 
 /// A heading (or a short bold line standing as one) that says "related", "comments" and the
 /// like goes, with what follows it up to the next paragraph of prose.
-fn strip_headed_lists(doc: &Document, limit: usize) {
+fn strip_headed_lists(doc: &Document, measures: &Measures, limit: usize) {
     for heading in doc
         .select("h1, h2, h3, h4, h5, h6, p, div, strong, b, span")
         .nodes()
     {
-        if in_code(heading) {
+        let m = measures.get(heading);
+        if m.in_code || m.text == 0 || m.text > LABEL_MAX_CHARS {
             continue;
         }
         let text = label_text(&heading.text());
-        if text.is_empty() || text.chars().count() > 40 {
+        if text.chars().count() > 40 {
             continue;
         }
         let introduces = AFTER_STORY_HEADINGS.iter().any(|h| {
@@ -372,56 +454,47 @@ fn strip_headed_lists(doc: &Document, limit: usize) {
         // wrapper holds nothing else.
         let mut top = heading.clone();
         while let Some(parent) = top.parent() {
-            if parent.is_element() && label_text(&parent.text()) == text && !parent.has_name("body")
+            if parent.is_element()
+                && !parent.has_name("body")
+                && measures.get(&parent).text == measures.get(&top).text
             {
                 top = parent;
             } else {
                 break;
             }
         }
-        let mut removed = text_len(&top);
+        let mut removed = measures.get(&top).text;
         let mut next = top.next_element_sibling();
         while let Some(sibling) = next {
             next = sibling.next_element_sibling();
-            if is_prose(&sibling) || removed + text_len(&sibling) > limit {
+            let s = measures.get(&sibling);
+            let prose = s.words >= 15 && measures.link_density(&sibling) < 0.5;
+            if prose || removed + s.text > limit {
                 break;
             }
-            removed += text_len(&sibling);
+            removed += s.text;
             sibling.remove_from_parent();
         }
         top.remove_from_parent();
     }
 }
 
-/// Does the element hold more than one paragraph of prose?
-fn holds_prose(node: &NodeRef) -> bool {
-    node.descendants_it()
-        .filter(|d| d.has_name("p") && d.text().split_whitespace().count() >= 15)
-        .nth(1)
-        .is_some()
-}
-
-/// A paragraph of the story: enough words, most of them not link text.
-fn is_prose(node: &NodeRef) -> bool {
-    let text = node.text();
-    let words = text.split_whitespace().count();
-    words >= 15 && link_density(node) < 0.5
-}
-
-/// Paragraphs and list items that are nothing but a link (promoted headlines, "Related: …"),
-/// and lists whose every item is one.
-fn strip_link_paragraphs(doc: &Document) {
+/// Paragraphs and lists that are nothing but links (promoted headlines, "Related: …").
+fn strip_link_paragraphs(doc: &Document, measures: &Measures) {
     for node in doc.select("p, h2, h3, h4, h5, h6, ul, ol").nodes() {
-        if in_code(node) {
+        let m = measures.get(node);
+        if m.in_code || m.words == 0 {
             continue;
         }
-        let text = node.text();
-        let words = text.split_whitespace().count();
-        if words == 0 {
+        let density = measures.link_density(node);
+        if density >= 0.9 {
+            node.remove_from_parent();
             continue;
         }
-        let density = link_density(node);
-        let lead = label_text(&text);
+        if density < 0.5 || m.text > LABEL_MAX_CHARS * 2 {
+            continue;
+        }
+        let lead = label_text(&node.text());
         let related_lead = [
             "related",
             "read more",
@@ -432,7 +505,7 @@ fn strip_link_paragraphs(doc: &Document) {
         ]
         .iter()
         .any(|l| lead == *l || lead.strip_prefix(l).is_some_and(|r| r.starts_with(' ')));
-        if density >= 0.9 || (related_lead && density >= 0.5) {
+        if related_lead {
             node.remove_from_parent();
         }
     }
@@ -440,15 +513,20 @@ fn strip_link_paragraphs(doc: &Document) {
 
 /// Short labels that stand on their own (not words inside a sentence): the known ones, and a
 /// linked or button-like label seen more than once (a share bar under every block).
-fn strip_labels(doc: &Document) {
+fn strip_labels(doc: &Document, measures: &Measures) {
     let mut seen: HashMap<String, Vec<NodeRef>> = HashMap::new();
     for node in doc.select(BLOCKS).nodes() {
-        if in_code(node) {
+        let m = measures.get(node);
+        if m.in_code || m.text == 0 || m.text > LABEL_MAX_CHARS {
+            continue;
+        }
+        // Words inside a sentence are never a label.
+        if node.parent().is_some_and(|p| measures.get(&p).own_words) {
             continue;
         }
         let text = node.text();
         let label = label_text(&text);
-        if label.is_empty() || label.split(' ').count() > 12 || !stands_alone(node) {
+        if label.is_empty() || label.split(' ').count() > 12 {
             continue;
         }
         if is_known_label(&label) || is_counter(&label) || is_photo_credit_or_stamp(&text, &label) {
@@ -458,29 +536,26 @@ fn strip_labels(doc: &Document) {
         // A repeat counts once however deeply its text is wrapped (`<li><a>Facebook</a>`).
         let outermost = !node
             .parent()
-            .is_some_and(|p| p.is_element() && label_text(&p.text()) == label);
+            .is_some_and(|p| p.is_element() && measures.get(&p).text == m.text);
         let has_digit = label.chars().any(|c| c.is_ascii_digit());
-        if outermost && !has_digit && label.split(' ').count() <= 3 && link_density(node) >= 0.9 {
+        // A bare link repeated is a cross-reference (`<string>` after every parameter); a
+        // block of nothing but one is a button.
+        if outermost
+            && !node.has_name("a")
+            && !has_digit
+            && label.split(' ').count() <= 3
+            && measures.link_density(node) >= 0.9
+        {
             seen.entry(label).or_default().push(node.clone());
         }
     }
-    for (label, nodes) in seen {
+    for nodes in seen.into_values() {
         if nodes.len() > 1 {
             for node in nodes {
                 node.remove_from_parent();
             }
         }
     }
-}
-
-/// Is the element a block of its own, with no words of a sentence beside it?
-fn stands_alone(node: &NodeRef) -> bool {
-    let Some(parent) = node.parent() else {
-        return true;
-    };
-    parent
-        .children_it(false)
-        .all(|sibling| sibling.is_element() || !sibling.text().chars().any(char::is_alphanumeric))
 }
 
 /// A known label, or the same one-word label run together ("Advert Advert Advert"), or a share
@@ -607,32 +682,6 @@ fn label_text(text: &str) -> String {
         out.extend(word.chars().flat_map(char::to_lowercase));
     }
     out
-}
-
-fn text_len(node: &NodeRef) -> usize {
-    node.text().chars().filter(|c| !c.is_whitespace()).count()
-}
-
-/// Share of the element's text that sits inside links.
-fn link_density(node: &NodeRef) -> f64 {
-    let total = text_len(node);
-    if total == 0 {
-        return 0.0;
-    }
-    let linked: usize = node
-        .descendants_it()
-        // Links elsewhere: a named anchor or a jump within the page (a table of contents)
-        // leads nowhere else.
-        .filter(|d| {
-            d.has_name("a")
-                && d.attr("href")
-                    .is_some_and(|h| !h.trim_start().starts_with('#'))
-        })
-        // Nested links are not counted twice.
-        .filter(|a| !a.ancestors_it(None).any(|p| p.has_name("a")))
-        .map(|a| text_len(&a))
-        .sum();
-    linked as f64 / total as f64
 }
 
 #[cfg(test)]
