@@ -115,7 +115,7 @@ pub fn run(args: ExtractArgs, reps: usize) -> Result<(), CliError> {
 
     let mut worst: Vec<(usize, &Score)> = ours.iter().enumerate().collect();
     worst.sort_by(|a, b| a.1.f1.total_cmp(&b.1.f1));
-    out.push_str(&format!("\nlowest F1 (fetch_page):\n"));
+    out.push_str("\nlowest F1 (fetch_page):\n");
     for (i, s) in worst.into_iter().take(args.worst) {
         out.push_str(&format!(
             "  F1 {:.3}  P {:.3}  R {:.3}  {}  {}\n",

@@ -246,7 +246,7 @@ pub(crate) fn strip_furniture(doc: &Document) {
         let figure = if node.has_name("figcaption") {
             node.parent()
         } else {
-            Some(node.clone())
+            Some(*node)
         };
         let holds_text = figure.is_some_and(|f| measures.get(&f).holds_text);
         if measures.get(node).text <= limit && !holds_text {
@@ -289,11 +289,11 @@ impl Measures {
     fn of(root: &NodeRef) -> Self {
         let mut map: HashMap<NodeId, Measure> = HashMap::new();
         // Post-order, with an explicit stack: children are measured before their parent.
-        let mut stack = vec![(root.clone(), false, false)];
+        let mut stack = vec![(*root, false, false)];
         while let Some((node, visited, in_code)) = stack.pop() {
             let in_code = in_code || node.has_name("pre") || node.has_name("code");
             if !visited {
-                stack.push((node.clone(), true, in_code));
+                stack.push((node, true, in_code));
                 stack.extend(node.children_it(false).map(|c| (c, false, in_code)));
                 continue;
             }
@@ -452,7 +452,7 @@ fn strip_headed_lists(doc: &Document, measures: &Measures, limit: usize) {
         }
         // The heading may be wrapped (`<div><h3>Related</h3></div>`): climb while the
         // wrapper holds nothing else.
-        let mut top = heading.clone();
+        let mut top = *heading;
         while let Some(parent) = top.parent() {
             if parent.is_element()
                 && !parent.has_name("body")
@@ -546,7 +546,7 @@ fn strip_labels(doc: &Document, measures: &Measures) {
             && label.split(' ').count() <= 3
             && measures.link_density(node) >= 0.9
         {
-            seen.entry(label).or_default().push(node.clone());
+            seen.entry(label).or_default().push(*node);
         }
     }
     for nodes in seen.into_values() {

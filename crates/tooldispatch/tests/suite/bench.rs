@@ -348,3 +348,64 @@ fn the_scripted_model_serves_another_process_and_counts_only_right_results() {
     drop(server.stdin.take());
     assert!(server.wait().unwrap().success());
 }
+
+/// `bench extract` on the checkout's marked set: our row, a peer scored from a file, the worst
+/// pages and what the budget cut. A peer that returns each page's marked text must score 1.
+#[test]
+fn bench_extract_scores_fetch_page_and_peers_on_the_marked_set() {
+    let td = Td::new();
+    let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/extract");
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(set.join("truth.json")).unwrap()).unwrap();
+    let texts: serde_json::Map<String, Value> = truth
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, page)| (id.clone(), page["body"].clone()))
+        .collect();
+    let peers = td.file(
+        "peers.json",
+        &json!({"oracle": {"version": "1", "ms_per_page": 1.0, "texts": texts}}).to_string(),
+    );
+    let output = td
+        .bare()
+        .args(["bench", "extract", "--reps", "1", "--worst", "3", "--pages"])
+        .arg(&set)
+        .arg("--peers")
+        .arg(&peers)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(out.starts_with("181 pages from "), "{out}");
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let ours = row("tooldispatch fetch_page");
+    let f1: f64 = ours[5].parse().unwrap();
+    assert!(f1 >= 0.96, "{out}");
+    assert_eq!(
+        &row("oracle")[2..6],
+        ["1.000", "1.000", "1.000", "1.000"],
+        "{out}"
+    );
+    let worst = out.split("lowest F1 (fetch_page):\n").nth(1).unwrap();
+    assert_eq!(
+        worst.lines().take_while(|l| l.starts_with("  F1 ")).count(),
+        3,
+        "{out}"
+    );
+    assert!(
+        out.contains("cut by the 20000-byte result budget: "),
+        "{out}"
+    );
+}
