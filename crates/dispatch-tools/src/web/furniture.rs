@@ -10,8 +10,9 @@
 //! wrapper whose class happens to say "share" or "author" keeps its story.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
-use dom_query::{Document, NodeId, NodeRef};
+use dom_query::{Document, NodeData, NodeId, NodeRef, local_name};
 
 /// Words in a class, id, role or aria-label that mark furniture. Matched as whole words of
 /// the attribute (`photo-credit`, `photoCredit`, `photo_credit` all give `credit`), or as two
@@ -283,59 +284,131 @@ struct Measure {
     in_code: bool,
 }
 
-struct Measures(HashMap<NodeId, Measure>);
+struct Measures(HashMap<NodeId, Measure, BuildHasherDefault<IdHasher>>);
+
+/// What one node is, read from the tree once.
+#[derive(Clone, Copy)]
+enum Own {
+    Text {
+        chars: usize,
+        words: usize,
+        alnum: bool,
+    },
+    Element {
+        code: bool,
+        link: bool,
+        paragraph: bool,
+        holds_text: bool,
+        article_body: bool,
+    },
+    Other,
+}
+
+impl Own {
+    fn of(node: &NodeRef) -> Own {
+        node.query(|n| match &n.data {
+            NodeData::Text { contents } => {
+                // One pass over the text: it is most of what the page holds.
+                let (mut chars, mut words, mut alnum, mut in_word) = (0, 0, false, false);
+                for c in contents.chars() {
+                    if c.is_whitespace() {
+                        in_word = false;
+                        continue;
+                    }
+                    chars += 1;
+                    words += usize::from(!in_word);
+                    in_word = true;
+                    alnum = alnum || c.is_alphanumeric();
+                }
+                Own::Text {
+                    chars,
+                    words,
+                    alnum,
+                }
+            }
+            NodeData::Element(el) => {
+                let name = &el.name.local;
+                Own::Element {
+                    code: *name == local_name!("pre") || *name == local_name!("code"),
+                    // Links elsewhere: a named anchor or a jump within the page (a table of
+                    // contents) leads nowhere else.
+                    link: *name == local_name!("a")
+                        && el
+                            .attr_ref(local_name!("href"))
+                            .is_some_and(|h| !h.trim_start().starts_with('#')),
+                    paragraph: *name == local_name!("p"),
+                    holds_text: *name == local_name!("pre")
+                        || *name == local_name!("table")
+                        || *name == local_name!("blockquote"),
+                    article_body: el
+                        .attr_ref(local_name!("itemprop"))
+                        .is_some_and(|v| v.contains("articleBody")),
+                }
+            }
+            _ => Own::Other,
+        })
+        .unwrap_or(Own::Other)
+    }
+}
 
 impl Measures {
     fn of(root: &NodeRef) -> Self {
-        let mut map: HashMap<NodeId, Measure> = HashMap::new();
+        let mut map: HashMap<NodeId, Measure, BuildHasherDefault<IdHasher>> = HashMap::default();
         // Post-order, with an explicit stack: children are measured before their parent.
-        let mut stack = vec![(*root, false, false)];
-        while let Some((node, visited, in_code)) = stack.pop() {
-            let in_code = in_code || node.has_name("pre") || node.has_name("code");
-            if !visited {
-                stack.push((node, true, in_code));
-                stack.extend(node.children_it(false).map(|c| (c, false, in_code)));
+        // A node is read from the tree on its first visit and summed up on its second.
+        let mut stack: Vec<(NodeRef, Option<Own>, bool)> = vec![(*root, None, false)];
+        while let Some((node, own, in_code)) = stack.pop() {
+            let Some(own) = own else {
+                let own = Own::of(&node);
+                let in_code = in_code || matches!(own, Own::Element { code: true, .. });
+                stack.push((node, Some(own), in_code));
+                stack.extend(node.children_it(false).map(|c| (c, None, in_code)));
                 continue;
-            }
+            };
             let mut m = Measure {
                 in_code,
                 ..Measure::default()
             };
-            if node.is_text() {
-                let text = node.text();
-                m.text = text.chars().filter(|c| !c.is_whitespace()).count();
-                m.words = text.split_whitespace().count();
-                m.own_words = text.chars().any(char::is_alphanumeric);
-                map.insert(node.id, m);
-                continue;
+            match own {
+                Own::Text {
+                    chars,
+                    words,
+                    alnum,
+                } => {
+                    m.text = chars;
+                    m.words = words;
+                    m.own_words = alnum;
+                }
+                Own::Element { .. } | Own::Other => {
+                    for child in node.children_it(false) {
+                        let c = map.get(&child.id).copied().unwrap_or_default();
+                        m.text += c.text;
+                        m.linked += c.linked;
+                        m.words += c.words;
+                        m.prose += c.prose;
+                        m.article_body |= c.article_body;
+                        m.holds_text |= c.holds_text;
+                        m.own_words |= child.is_text() && c.own_words;
+                    }
+                }
             }
-            for child in node.children_it(false) {
-                let c = map.get(&child.id).copied().unwrap_or_default();
-                m.text += c.text;
-                m.linked += c.linked;
-                m.words += c.words;
-                m.prose += c.prose;
-                m.article_body |= c.article_body;
-                m.holds_text |= c.holds_text;
-                m.own_words |= child.is_text() && c.own_words;
-            }
-            // Links elsewhere: a named anchor or a jump within the page (a table of
-            // contents) leads nowhere else.
-            if node.has_name("a")
-                && node
-                    .attr("href")
-                    .is_some_and(|h| !h.trim_start().starts_with('#'))
+            if let Own::Element {
+                link,
+                paragraph,
+                holds_text,
+                article_body,
+                ..
+            } = own
             {
-                m.linked = m.text;
+                if link {
+                    m.linked = m.text;
+                }
+                if paragraph && m.words >= 15 {
+                    m.prose += 1;
+                }
+                m.article_body |= article_body;
+                m.holds_text |= holds_text;
             }
-            if node.has_name("p") && m.words >= 15 {
-                m.prose += 1;
-            }
-            m.article_body |= node
-                .attr("itemprop")
-                .is_some_and(|v| v.contains("articleBody"));
-            m.holds_text |=
-                node.has_name("pre") || node.has_name("table") || node.has_name("blockquote");
             map.insert(node.id, m);
         }
         Measures(map)
@@ -353,6 +426,24 @@ impl Measures {
         } else {
             m.linked as f64 / m.text as f64
         }
+    }
+}
+
+/// NodeIds are small distinct integers: one multiplication spreads them well enough.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -383,47 +474,68 @@ fn strip_named(root: &NodeRef, measures: &Measures, limit: usize, whole_page: bo
 
 /// Does the element's class, id, role or aria-label carry a furniture word?
 fn is_furniture_named(node: &NodeRef) -> bool {
-    if node.attr("hidden").is_some() || node.attr("aria-hidden").is_some_and(|v| &*v == "true") {
-        return true;
-    }
-    ["class", "id", "role", "aria-label"].iter().any(|name| {
-        node.attr(name).is_some_and(|value| {
-            words_of(&value)
-                .iter()
-                .any(|w| FURNITURE_WORDS.contains(&w.as_str()))
+    node.query(|n| {
+        let NodeData::Element(el) = &n.data else {
+            return false;
+        };
+        // Read in place: no attribute is copied out of the tree.
+        el.attrs.iter().any(|attr| {
+            let name = &attr.name.local;
+            if *name == local_name!("hidden") {
+                true
+            } else if *name == local_name!("aria-hidden") {
+                &*attr.value == "true"
+            } else if *name == local_name!("class")
+                || *name == local_name!("id")
+                || *name == local_name!("role")
+                || *name == local_name!("aria-label")
+            {
+                names_furniture(&attr.value)
+            } else {
+                false
+            }
         })
     })
+    .unwrap_or(false)
 }
 
-/// The lowercase words of an attribute value, split at punctuation, spaces and camelCase
-/// humps, plus each neighbouring pair run together.
-fn words_of(value: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
+/// Does an attribute value hold a furniture word? Words split at punctuation, spaces and
+/// camelCase humps (`photo-credit`, `photoCredit`, `photo_credit` all give `credit`), and two
+/// neighbouring words run together count too (`read-more` → `readmore`). Nothing is
+/// collected: this runs on every named element of the page.
+fn names_furniture(value: &str) -> bool {
     let mut word = String::new();
+    let mut previous = String::new();
+    let mut pair = String::new();
+    let mut check = |word: &mut String, previous: &mut String| {
+        if word.is_empty() {
+            return false;
+        }
+        pair.clear();
+        pair.push_str(previous);
+        pair.push_str(word);
+        let hit = FURNITURE_WORDS.contains(&word.as_str())
+            || (!previous.is_empty() && FURNITURE_WORDS.contains(&pair.as_str()));
+        std::mem::swap(previous, word);
+        word.clear();
+        hit
+    };
     let mut prev_lower = false;
     for c in value.chars() {
         if !c.is_alphanumeric() {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
+            if check(&mut word, &mut previous) {
+                return true;
             }
             prev_lower = false;
             continue;
         }
-        if c.is_uppercase() && prev_lower && !word.is_empty() {
-            words.push(std::mem::take(&mut word));
+        if c.is_uppercase() && prev_lower && check(&mut word, &mut previous) {
+            return true;
         }
         prev_lower = c.is_lowercase() || c.is_ascii_digit();
         word.extend(c.to_lowercase());
     }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    let pairs: Vec<String> = words
-        .windows(2)
-        .map(|p| format!("{}{}", p[0], p[1]))
-        .collect();
-    words.extend(pairs);
-    words
+    check(&mut word, &mut previous)
 }
 
 /// A heading (or a short bold line standing as one) that says "related", "comments" and the

@@ -103,11 +103,29 @@ fn words_inside_sentences_are_never_labels() {
 
 #[test]
 fn attribute_words_split_every_naming_style() {
-    assert!(words_of("photo-credit").contains(&"credit".to_string()));
-    assert!(words_of("photoCredit").contains(&"credit".to_string()));
-    assert!(words_of("c-read-more").contains(&"readmore".to_string()));
-    assert!(!words_of("header-pad").contains(&"ad".to_string()));
-    assert!(!words_of("shadow").contains(&"ad".to_string()));
+    for named in [
+        "photo-credit",
+        "photoCredit",
+        "photo_credit",
+        "c-read-more",
+        "most_read",
+        "sr-only",
+        "ShareBar",
+    ] {
+        assert!(names_furniture(named), "{named}");
+    }
+    // Whole words only: no ad in a header's padding or a shadow, no tag in a stage.
+    for plain in [
+        "header-pad",
+        "shadow",
+        "story body",
+        "stage",
+        "ArticleBody",
+        "x",
+        "",
+    ] {
+        assert!(!names_furniture(plain), "{plain}");
+    }
 }
 
 #[test]
