@@ -85,7 +85,13 @@ impl DeterministicFilter {
         let scores: Vec<u64> = sections.iter().map(|s| score(s, &terms)).collect();
         let ranked = !terms.is_empty() && scores.iter().any(|s| *s > 0);
 
-        let has_lists = sections.iter().any(|s| is_short_line_list(&s.body));
+        // Which sections are lists of short lines, judged once for the ordering, the header
+        // and the fallback below.
+        let is_list: Vec<bool> = sections
+            .iter()
+            .map(|s| is_short_line_list(&s.body))
+            .collect();
+        let has_lists = is_list.contains(&true);
         // Reserve the longest header this call can produce: counts only shrink from `total`,
         // and the shown size is longest either at `full` or as "1023 bytes".
         let worst_header = [full, full.min(1023)]
@@ -110,8 +116,7 @@ impl DeterministicFilter {
             // Without a focus the page's order holds, except that lists of short lines (link
             // lists, menus, tag clouds) give way to prose: the story is never cut short to
             // keep a "related" list above it.
-            let (prose, lists): (Vec<usize>, Vec<usize>) =
-                (0..total).partition(|i| !is_short_line_list(&sections[*i].body));
+            let (prose, lists): (Vec<usize>, Vec<usize>) = (0..total).partition(|i| !is_list[*i]);
             prose.into_iter().chain(lists).collect()
         };
 
@@ -140,9 +145,7 @@ impl DeterministicFilter {
             let first = if ranked {
                 (0..total).max_by(|a, b| scores[*a].cmp(&scores[*b]).then(b.cmp(a)))
             } else {
-                (0..total)
-                    .find(|i| !is_short_line_list(&sections[*i].body))
-                    .or((0..total).next())
+                (0..total).find(|i| !is_list[*i]).or((0..total).next())
             };
             if let Some(i) = first {
                 let body = with_heading(&sections[i], true);

@@ -71,10 +71,14 @@ fn html_output_loses_the_same_furniture_and_every_class() {
     ] {
         assert!(!page.text.contains(gone), "{gone} in {}", page.text);
     }
-    assert!(
-        page.text.contains("rebuilt before the winter")
-            || page.text.contains("rebuild the harbour wall")
-    );
+    // The whole story, each paragraph as written.
+    for story in [P1, P2, P3] {
+        assert!(
+            page.text.contains(story),
+            "{story} missing from {}",
+            page.text
+        );
+    }
 }
 
 #[test]
