@@ -172,6 +172,9 @@ impl HeldSession<'_> {
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
         self.check_session(&req.session)?;
         self.engine.check_round_size(req.calls.len())?;
+        if req.calls.is_empty() {
+            return Ok(RoundOutcome::no_calls(req.session, req.run));
+        }
         self.engine.round_held(req).await
     }
 

@@ -77,6 +77,8 @@ impl RoundRequest {
 pub struct RoundOutcome {
     pub session: String,
     pub run: String,
+    /// The round's number in its run, from 1; 0 when the reply carried no calls and nothing was
+    /// committed ([`RoundOutcome::no_calls`]).
     pub round: u64,
     pub results: Vec<SlotResult>,
     pub events: Vec<Arc<Event>>,
@@ -95,6 +97,23 @@ pub struct RoundOutcome {
 }
 
 impl RoundOutcome {
+    /// The outcome of an assistant reply without tool calls: the model answered, so there is
+    /// nothing to run, and no round is committed (the run's round count, its events and its
+    /// store are untouched).
+    pub fn no_calls(session: impl Into<String>, run: impl Into<String>) -> Self {
+        RoundOutcome {
+            session: session.into(),
+            run: run.into(),
+            round: 0,
+            results: Vec::new(),
+            events: Vec::new(),
+            pending: None,
+            fatal: None,
+            interrupted: Vec::new(),
+            event_seqs: 0..0,
+        }
+    }
+
     /// The results to send back to the model (client-tool calls are the caller's to answer).
     pub fn wire_results(&self) -> Vec<WireResult<'_>> {
         self.results
@@ -174,7 +193,9 @@ impl RoundCx<'_> {
 }
 
 impl Engine {
-    /// Dispatch one round: check every call, run the ready ones, commit in call order.
+    /// Dispatch one round: check every call, run the ready ones, commit in call order. A reply
+    /// without calls is the model's answer, not a round: [`RoundOutcome::no_calls`], and nothing
+    /// is stored.
     pub async fn round(&self, req: RoundRequest) -> Result<RoundOutcome, EngineError> {
         self.hold_session(&req.session).await.round(req).await
     }

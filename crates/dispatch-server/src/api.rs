@@ -524,6 +524,15 @@ pub async fn round(
         .engine
         .check_round_size(calls.len())
         .map_err(engine_error)?;
+    // The model answered without tools: nothing to run, and the session is not registered.
+    if calls.is_empty() {
+        let outcome = RoundOutcome::no_calls(id, run);
+        return Ok(respond(
+            &outcome,
+            provider,
+            wants_report(query.report.as_deref()),
+        ));
+    }
     let info = daemon.hub.session(&id);
     let mut req = RoundRequest::new(id.clone(), run.clone(), provider, calls);
     req.client_tools = info.client_tools.clone();

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_other_provider, reply_error, split_data_url,
+    refuse_non_reply, refuse_other_provider, reply_error, split_data_url,
 };
 
 const PROVIDER: Provider = Provider::Anthropic;
@@ -16,6 +16,7 @@ pub struct Messages;
 impl WireFormat for Messages {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_non_reply(PROVIDER, &reply)?;
         refuse_other_provider(PROVIDER, &reply)?;
         // The assistant message and a whole Messages API response both carry `content`.
         let Value::Object(message) = &reply else {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_other_provider, reply_error, split_data_url,
+    refuse_non_reply, refuse_other_provider, reply_error, split_data_url,
 };
 
 const PROVIDER: Provider = Provider::Gemini;
@@ -26,6 +26,7 @@ pub struct GenerateContent;
 impl WireFormat for GenerateContent {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_non_reply(PROVIDER, &reply)?;
         refuse_other_provider(PROVIDER, &reply)?;
         let Some(parts) = model_parts(&reply)? else {
             return Ok(Vec::new());

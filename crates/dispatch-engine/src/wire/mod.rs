@@ -292,6 +292,85 @@ fn refuse_other_provider(own: Provider, reply: &Value) -> Result<(), WireError> 
     }
 }
 
+/// `Err` when `reply` is not a model's reply at all: a request body, a message of another role
+/// (user, system, tool), or a wrapper around the message that is no provider's response. Only an
+/// assistant reply is a round; anything else would read as a reply without calls (`[]`, exit 0)
+/// and hide that the caller sent the wrong thing.
+fn refuse_non_reply(own: Provider, reply: &Value) -> Result<(), WireError> {
+    match not_a_reply(reply) {
+        Some(what) => Err(reply_error(
+            own,
+            format!(
+                "this is {what}, not the model's reply; send {}",
+                expected(own)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What `reply` is when it is not a model's reply, in words for the error.
+fn not_a_reply(reply: &Value) -> Option<String> {
+    // The model speaks as "assistant" (Chat Completions, Messages, Responses) or "model" (Gemini).
+    let other_role = |item: &Value| {
+        item.get("role")
+            .and_then(Value::as_str)
+            .filter(|role| !matches!(*role, "assistant" | "model"))
+            .map(str::to_owned)
+    };
+    match reply {
+        Value::Object(m) => {
+            // What is sent to the model, with the conversation so far: no provider's reply
+            // carries these at the top.
+            if let Some(key) = ["messages", "contents", "input"]
+                .into_iter()
+                .find(|key| m.contains_key(*key))
+            {
+                return Some(format!("a request body (it has {key:?})"));
+            }
+            if let Some(role) = other_role(reply) {
+                return Some(format!("a {role:?} message"));
+            }
+            // A choice (`{"index":0,"message":…}`) or another API's envelope around the message.
+            m.get("message")
+                .is_some_and(Value::is_object)
+                .then(|| "a wrapper around the message (it has \"message\")".to_owned())
+        }
+        // An input list: what was sent to the model, not what it answered.
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            if let Some(role) = other_role(item) {
+                return Some(format!(
+                    "a list of input items (item {i} is a {role:?} message)"
+                ));
+            }
+            let item_type = item.get("type").and_then(Value::as_str)?;
+            item_type.ends_with("_output").then(|| {
+                format!(
+                    "a list of input items (item {i} is a {item_type}, a result sent to the model)"
+                )
+            })
+        }),
+        _ => None,
+    }
+}
+
+/// What `provider` reads, for errors that say what to send instead.
+fn expected(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi => {
+            "the assistant message (choices[0].message, with tool_calls) or the whole chat.completion response"
+        }
+        Provider::OpenAiResponses => "the response (with output) or its output array",
+        Provider::Anthropic => {
+            "the assistant message (role \"assistant\", content blocks) or the whole Messages API response"
+        }
+        Provider::Gemini => {
+            "the model's Content (role \"model\", parts) or the whole generateContent response"
+        }
+        Provider::ClaudeCode => "the assistant's text, or its message object",
+    }
+}
+
 /// Parses the reply as JSON; serde_json's recursion limit keeps hostile nesting from overflowing
 /// the stack.
 fn parse_json(input: &str) -> Result<Value, WireError> {
@@ -623,6 +702,96 @@ mod provider_mixups {
                 assert!(parsed.is_err(), "{other} took {own}'s reply: {parsed:?}");
             }
         }
+    }
+
+    /// Only a model's reply is a round: a user, system or tool message, a whole request body, an
+    /// input list or a wrapper around the message is refused by every provider, naming what it
+    /// is and what to send, instead of being read as a reply without calls (`[]`, exit 0).
+    #[test]
+    fn what_is_not_a_reply_is_refused_by_every_provider() {
+        let cases = [
+            (
+                r#"{"role":"user","content":"What is 2+2?"}"#,
+                r#"a "user" message"#,
+            ),
+            (
+                r#"{"role":"user","parts":[{"text":"What is 2+2?"}]}"#,
+                r#"a "user" message"#,
+            ),
+            (
+                r#"{"role":"system","content":"Be brief."}"#,
+                r#"a "system" message"#,
+            ),
+            (
+                r#"{"role":"tool","tool_call_id":"c1","content":"4"}"#,
+                r#"a "tool" message"#,
+            ),
+            (
+                r#"{"model":"gpt-5","messages":[{"role":"user","content":"hi"}],"tools":[]}"#,
+                r#"a request body (it has "messages")"#,
+            ),
+            (
+                r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calculate","input":{}}]}]}"#,
+                r#"a request body (it has "messages")"#,
+            ),
+            (
+                r#"{"contents":[{"role":"model","parts":[{"functionCall":{"name":"calculate","args":{}}}]}]}"#,
+                r#"a request body (it has "contents")"#,
+            ),
+            (
+                r#"{"model":"gpt-5","input":"What is 2+2?"}"#,
+                r#"a request body (it has "input")"#,
+            ),
+            (
+                r#"[{"role":"user","content":"hi"},{"type":"function_call","call_id":"c","name":"calculate","arguments":"{}"}]"#,
+                r#"a list of input items (item 0 is a "user" message)"#,
+            ),
+            (
+                r#"[{"type":"function_call_output","call_id":"c","output":"4"}]"#,
+                "a list of input items (item 0 is a function_call_output, a result sent to the model)",
+            ),
+            (
+                r#"{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"calculate","arguments":"{}"}}]},"finish_reason":"tool_calls"}"#,
+                r#"a wrapper around the message (it has "message")"#,
+            ),
+            (
+                r#"{"model":"llama3","message":{"role":"assistant","content":"hi"},"done":true}"#,
+                r#"a wrapper around the message (it has "message")"#,
+            ),
+        ];
+        for provider in Provider::ALL {
+            for (reply, says) in cases {
+                let error = provider.format().parse_reply(reply).map_err(|e| e.0);
+                let want = format!(
+                    "{provider}: this is {says}, not the model's reply; send {}",
+                    expected(provider)
+                );
+                assert_eq!(error, Err(want), "{provider} given {reply}");
+            }
+        }
+    }
+
+    /// Chat Completions messages may leave out `role`, but an object with none of a message's
+    /// fields is not a reply without calls.
+    #[test]
+    fn an_object_that_is_no_message_is_refused_by_openai() {
+        for reply in ["{}", r#"{"id":"x","usage":{"total_tokens":3}}"#] {
+            let error = Provider::OpenAi
+                .format()
+                .parse_reply(reply)
+                .map_err(|e| e.0);
+            assert!(
+                error
+                    .as_ref()
+                    .is_err_and(|e| e.contains("none of an assistant message's fields")),
+                "{reply}: {error:?}"
+            );
+        }
+        let text_only = r#"{"content":"It is 4."}"#;
+        assert_eq!(
+            Provider::OpenAi.format().parse_reply(text_only),
+            Ok(Vec::new())
+        );
     }
 
     /// A single Gemini candidate carries the Content under `content`, which OpenAI read as a

@@ -4,8 +4,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_other_provider, reply_error,
+    Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, expected, kind,
+    parse_json, refuse_non_reply, refuse_other_provider, reply_error,
 };
 
 const PROVIDER: Provider = Provider::OpenAi;
@@ -16,6 +16,7 @@ pub struct ChatCompletions;
 impl WireFormat for ChatCompletions {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_non_reply(PROVIDER, &reply)?;
         let message = assistant_message(&reply)?;
         if let Some(calls) = present(message.get("tool_calls")) {
             let Value::Array(calls) = calls else {
@@ -38,6 +39,17 @@ impl WireFormat for ChatCompletions {
         }
         reject_anthropic_blocks(message)?;
         refuse_other_provider(PROVIDER, &reply)?;
+        // Only an assistant message is a reply without calls; `{}` or an unrelated object is a
+        // mistake to name, not an empty round.
+        if !["role", "content", "tool_calls", "refusal"]
+            .into_iter()
+            .any(|key| message.contains_key(key))
+        {
+            return Err(fail(format!(
+                "this has none of an assistant message's fields (role, content, tool_calls); send {}",
+                expected(PROVIDER)
+            )));
+        }
         Ok(Vec::new())
     }
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_other_provider, reply_error, sent_by, this_is,
+    refuse_non_reply, refuse_other_provider, reply_error, sent_by, this_is,
 };
 
 const PROVIDER: Provider = Provider::OpenAiResponses;
@@ -16,6 +16,7 @@ pub struct Responses;
 impl WireFormat for Responses {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
+        refuse_non_reply(PROVIDER, &reply)?;
         refuse_other_provider(PROVIDER, &reply)?;
         let items = output_items(&reply)?;
         let mut located = Vec::new();
