@@ -92,20 +92,29 @@ impl RoundCx<'_> {
                     // Remembered before a secret was stored, perhaps.
                     self.redactor.redact_in_place(&mut text);
                     failed_dedupe = is_error;
-                    (Status::Deduped, text, images, false, None)
+                    // The text the model read the first time, byte for byte: the map keeps the
+                    // body, and the executed arm below put `[name] ` before it.
+                    (
+                        Status::Deduped,
+                        prefixed(&slot.name, &text),
+                        images,
+                        false,
+                        None,
+                    )
                 }
                 SlotState::SameAs(first) => {
                     let Some(r) = result_of.get(first).copied().flatten().map(|j| &results[j])
                     else {
                         continue;
                     };
-                    let text = r
-                        .content
-                        .strip_prefix(&format!("[{}] ", r.name))
-                        .unwrap_or(&r.content)
-                        .to_string();
                     failed_dedupe = r.is_error;
-                    (Status::Deduped, text, r.images.clone(), false, None)
+                    (
+                        Status::Deduped,
+                        r.content.clone(),
+                        r.images.clone(),
+                        false,
+                        None,
+                    )
                 }
                 SlotState::Executed(exec) => {
                     let (status, mut body, images) = self.executed_text(i, slot, &exec.outcome);
@@ -146,14 +155,9 @@ impl RoundCx<'_> {
                     if exec.outcome.is_ok() {
                         self.elide_arguments(i, slot, calls);
                     }
-                    let mut content = String::with_capacity(slot.name.len() + 3 + body.len());
-                    content.push('[');
-                    content.push_str(&slot.name);
-                    content.push_str("] ");
-                    content.push_str(&body);
                     (
                         status,
-                        content,
+                        prefixed(&slot.name, &body),
                         images,
                         true,
                         Some((exec.started_ms, exec.ended_ms)),
@@ -455,4 +459,14 @@ impl RoundCx<'_> {
             call.arguments = self.redactor.redact(&args.to_string()).into_owned();
         }
     }
+}
+
+/// A result as the model reads it: `[name] ` and the body (executed calls and their dedupe hits).
+fn prefixed(name: &str, body: &str) -> String {
+    let mut content = String::with_capacity(name.len() + 3 + body.len());
+    content.push('[');
+    content.push_str(name);
+    content.push_str("] ");
+    content.push_str(body);
+    content
 }

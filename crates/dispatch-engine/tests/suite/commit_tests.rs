@@ -182,7 +182,7 @@ async fn every_slot_gets_a_tool_result_event_in_call_order_with_its_final_text()
             ok("a", r#"[echo] echo:{"x":1}"#),
             with_status("b", Status::Failed, &bad),
             with_status("c", Status::NotFound, not_found),
-            with_status("d", Status::Deduped, r#"echo:{"x":1}"#),
+            with_status("d", Status::Deduped, r#"[echo] echo:{"x":1}"#),
         ]
     );
     let tool_results: Vec<Value> = events_json(&out.events)
@@ -199,13 +199,13 @@ async fn every_slot_gets_a_tool_result_event_in_call_order_with_its_final_text()
             json!({"type": "ToolResult", "tool_id": "a", "tool_name": "echo", "tool_args": "{\"x\":1}", "status": "ok", "result": "[echo] echo:{\"x\":1}"}),
             json!({"type": "ToolResult", "tool_id": "b", "tool_name": "bad", "tool_args": "{}", "status": "failed", "result": bad}),
             json!({"type": "ToolResult", "tool_id": "c", "tool_name": "run_tool", "tool_args": "{\"args\":{},\"name\":\"nope\"}", "status": "not_found", "result": not_found}),
-            json!({"type": "ToolResult", "tool_id": "d", "tool_name": "echo", "tool_args": "{\"x\":1}", "status": "deduped", "result": "echo:{\"x\":1}"}),
+            json!({"type": "ToolResult", "tool_id": "d", "tool_name": "echo", "tool_args": "{\"x\":1}", "status": "deduped", "result": "[echo] echo:{\"x\":1}"}),
         ]
     );
 }
 
 #[tokio::test]
-async fn fresh_results_carry_the_name_prefix_and_dedupe_hits_do_not() {
+async fn fresh_results_carry_the_name_prefix_and_dedupe_hits_repeat_it() {
     let (echo, calls) = counted(TestTool::new(spec("echo"), Behaviour::Echo));
     let fx = fixture().tool(echo).build();
     fx.mark_all("s").await;
@@ -218,11 +218,11 @@ async fn fresh_results_carry_the_name_prefix_and_dedupe_hits_do_not() {
         .await;
     assert_eq!(
         result_rows(&again),
-        vec![with_status("b", Status::Deduped, r#"echo:{"x":1}"#)]
+        vec![with_status("b", Status::Deduped, r#"[echo] echo:{"x":1}"#)]
     );
     assert_eq!(
         again.render(Provider::OpenAi),
-        vec![json!({"role": "tool", "tool_call_id": "b", "content": "echo:{\"x\":1}"})]
+        vec![json!({"role": "tool", "tool_call_id": "b", "content": "[echo] echo:{\"x\":1}"})]
     );
     // A dedupe hit emits nothing but its ToolResult.
     assert_eq!(event_types(&again.events, None), vec!["ToolResult"]);
@@ -255,7 +255,7 @@ async fn dedupe_hits_go_to_tool_histories_only_and_everything_else_to_both() {
             row("assistant", "", false, ""),
             row("tool", "a", true, r#"[echo] echo:{"x":1}"#),
             row("assistant", "", false, ""),
-            row("tool", "b", false, r#"echo:{"x":1}"#),
+            row("tool", "b", false, r#"[echo] echo:{"x":1}"#),
             row("tool", "c", true, r#"[echo] echo:{"x":2}"#),
             row("tool", "d", true, &not_found),
         ]
@@ -745,12 +745,16 @@ async fn image_results_are_collected_into_one_user_message_after_the_tool_messag
         .await;
     assert_eq!(
         result_rows(&again),
-        vec![with_status("d", Status::Deduped, "2 image(s) loaded")]
+        vec![with_status(
+            "d",
+            Status::Deduped,
+            "[shot] 2 image(s) loaded"
+        )]
     );
     assert_eq!(
         again.render(Provider::OpenAi),
         vec![
-            json!({"role": "tool", "tool_call_id": "d", "content": "2 image(s) loaded"}),
+            json!({"role": "tool", "tool_call_id": "d", "content": "[shot] 2 image(s) loaded"}),
             json!({"role": "user", "content": [part, part]}),
         ]
     );
@@ -895,7 +899,7 @@ async fn a_read_is_deduped_until_a_mutating_call_touches_its_path() {
     let out = fx.run("s", "r", vec![read_a("r3")]).await;
     assert_eq!(
         result_rows(&out),
-        vec![with_status("r3", Status::Deduped, "A")]
+        vec![with_status("r3", Status::Deduped, "[read] A")]
     );
     let out = fx
         .run(
@@ -910,7 +914,7 @@ async fn a_read_is_deduped_until_a_mutating_call_touches_its_path() {
         result_rows(&out),
         vec![
             ok("r4", "[read] Ax"),
-            with_status("r5", Status::Deduped, "B")
+            with_status("r5", Status::Deduped, "[read] B")
         ]
     );
     assert_eq!(reads.load(Ordering::SeqCst), 3);
@@ -943,8 +947,8 @@ async fn an_observing_entry_dies_after_any_mutating_commit() {
     assert_eq!(
         result_rows(&out),
         vec![
-            with_status("o2", Status::Deduped, r#"echo:{"x":1}"#),
-            with_status("p2", Status::Deduped, r#"echo:{"x":1}"#)
+            with_status("o2", Status::Deduped, r#"[observe] echo:{"x":1}"#),
+            with_status("p2", Status::Deduped, r#"[pure] echo:{"x":1}"#)
         ]
     );
     // A write of an unrelated file.
@@ -959,7 +963,7 @@ async fn an_observing_entry_dies_after_any_mutating_commit() {
         result_rows(&out),
         vec![
             ok("o3", r#"[observe] echo:{"x":1}"#),
-            with_status("p3", Status::Deduped, r#"echo:{"x":1}"#)
+            with_status("p3", Status::Deduped, r#"[pure] echo:{"x":1}"#)
         ]
     );
     assert_eq!(observes.load(Ordering::SeqCst), 2);
@@ -1052,7 +1056,7 @@ async fn a_read_refreshed_after_a_write_is_deduped_in_the_next_round() {
         .await;
     assert_eq!(
         result_rows(&out),
-        vec![with_status("r3", Status::Deduped, "Ax")]
+        vec![with_status("r3", Status::Deduped, "[read] Ax")]
     );
     assert_eq!(reads.load(Ordering::SeqCst), 2);
 }
@@ -1122,7 +1126,7 @@ async fn two_engines_over_one_sqlite_file_behave_as_one_run() {
     assert_eq!(
         result_rows(&out),
         vec![
-            with_status("b", Status::Deduped, r#"echo:{"x":1}"#),
+            with_status("b", Status::Deduped, r#"[echo] echo:{"x":1}"#),
             ok("c", r#"[echo] echo:{"x":2}"#)
         ]
     );
@@ -1135,7 +1139,7 @@ async fn two_engines_over_one_sqlite_file_behave_as_one_run() {
         .await;
     assert_eq!(
         result_rows(&back),
-        vec![with_status("d", Status::Deduped, r#"echo:{"x":2}"#)]
+        vec![with_status("d", Status::Deduped, r#"[echo] echo:{"x":2}"#)]
     );
     assert_eq!(
         first.store.transcript("s", Some("r")).await.unwrap().len(),
@@ -1239,4 +1243,72 @@ async fn an_oversized_result_is_shaped_with_the_notice_on_top_and_spilled_whole(
         text,
         "the first spill is intact"
     );
+}
+
+/// Issue 21: a dedupe hit gives the model what it read the first time, byte for byte (the
+/// `[name] ` prefix included): text, images, a failure and "no data", repeated in the same round
+/// and in the next one, in every wire format.
+#[tokio::test]
+async fn a_dedupe_hit_is_the_first_result_byte_for_byte_in_every_format() {
+    let tools = [
+        ("words", Behaviour::Text("alpha beta".into())),
+        ("pics", Behaviour::Images(1)),
+        ("broken", Behaviour::Fail("disk on fire".into())),
+        ("nothing", Behaviour::Text(String::new())),
+    ];
+    for provider in Provider::ALL {
+        let mut builder = fixture();
+        for (name, behaviour) in &tools {
+            builder = builder.tool(TestTool::new(spec(name), behaviour.clone()));
+        }
+        let fx = builder.build();
+        fx.mark_all("s").await;
+        let firsts: Vec<_> = tools
+            .iter()
+            .map(|(name, _)| wrapped(&format!("c_{name}"), name, json!({"x": 1})))
+            .collect();
+        let repeats = tools
+            .iter()
+            .map(|(name, _)| wrapped(&format!("again_{name}"), name, json!({"x": 1})));
+        let first = fx
+            .round(
+                "s",
+                "r",
+                provider,
+                firsts.iter().cloned().chain(repeats).collect(),
+            )
+            .await;
+        let n = tools.len();
+        for (i, (name, _)) in tools.iter().enumerate() {
+            let (once, again) = (&first.results[i], &first.results[n + i]);
+            assert_ne!(once.status, Status::Deduped, "{provider} {name}");
+            assert!(
+                once.content.starts_with(&format!("[{name}] ")),
+                "{provider}: {}",
+                once.content
+            );
+            assert_eq!(again.status, Status::Deduped, "{provider} {name}");
+            assert_eq!(again.content, once.content, "{provider} {name}, same round");
+            assert_eq!(again.images, once.images, "{provider} {name}, same round");
+            assert_eq!(
+                again.is_error, once.is_error,
+                "{provider} {name}, same round"
+            );
+        }
+        // The next round, with the same ids: every call is a hit and renders exactly as the
+        // first round's did, in the provider's own format.
+        let second = fx.round("s", "r", provider, firsts).await;
+        assert!(
+            second.results.iter().all(|r| r.status == Status::Deduped),
+            "{provider}: {:?}",
+            results(&second)
+        );
+        let mut first_only = first.clone();
+        first_only.results.truncate(n);
+        assert_eq!(
+            second.render(provider),
+            first_only.render(provider),
+            "{provider}: the next round's hits"
+        );
+    }
 }

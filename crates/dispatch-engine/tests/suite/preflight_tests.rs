@@ -243,7 +243,10 @@ async fn dedupe_key_ignores_key_order_and_whitespace_of_arguments() {
         .await;
     assert_eq!(
         results(&same),
-        vec![(Status::Deduped, r#"echo:{"a":[1,2],"b":1}"#.to_string())]
+        vec![(
+            Status::Deduped,
+            r#"[echo] echo:{"a":[1,2],"b":1}"#.to_string()
+        )]
     );
     // One value changed: a different key, so it runs.
     let changed = fx
@@ -293,7 +296,7 @@ async fn dedupe_key_uses_raw_trimmed_text_when_args_are_not_an_object() {
         results(&out),
         vec![
             (Status::Ok, "[echo] echo:{}".to_string()),
-            (Status::Deduped, "echo:{}".to_string()),
+            (Status::Deduped, "[echo] echo:{}".to_string()),
         ]
     );
     // `null` is a different raw text from the empty one, so it is a different key and runs.
@@ -337,10 +340,10 @@ async fn run_tool_is_unwrapped_before_hashing_and_absent_args_become_empty_objec
         results(&out),
         vec![
             (Status::Ok, r#"[echo] echo:{"x":1}"#.to_string()),
-            (Status::Deduped, r#"echo:{"x":1}"#.to_string()),
+            (Status::Deduped, r#"[echo] echo:{"x":1}"#.to_string()),
             (Status::Ok, "[echo] echo:{}".to_string()),
-            (Status::Deduped, "echo:{}".to_string()),
-            (Status::Deduped, "echo:{}".to_string()),
+            (Status::Deduped, "[echo] echo:{}".to_string()),
+            (Status::Deduped, "[echo] echo:{}".to_string()),
         ]
     );
     assert_eq!(count(&calls), 2);
@@ -622,9 +625,9 @@ async fn repeated_call_in_a_run_returns_earlier_result_without_executing() {
     assert_eq!(
         results(&out),
         vec![
-            (Status::Deduped, r#"echo:{"x":1}"#.to_string()),
+            (Status::Deduped, r#"[echo] echo:{"x":1}"#.to_string()),
             (Status::Ok, r#"[echo] echo:{"x":2}"#.to_string()),
-            (Status::Deduped, r#"echo:{"x":2}"#.to_string()),
+            (Status::Deduped, r#"[echo] echo:{"x":2}"#.to_string()),
         ]
     );
     // DESIGN §3.13 overrides "without any event": a deduped slot has only its ToolResult.
@@ -659,7 +662,7 @@ async fn dedupe_entries_do_not_carry_across_runs() {
     assert_eq!(results(&r2), vec![ok]);
     assert_eq!(
         results(&r1_again),
-        vec![(Status::Deduped, r#"echo:{"x":1}"#.to_string())]
+        vec![(Status::Deduped, r#"[echo] echo:{"x":1}"#.to_string())]
     );
     assert_eq!(count(&calls), 2);
 }
@@ -710,7 +713,10 @@ async fn failed_result_is_remembered_and_returned_for_identical_call() {
     let again = fx
         .run("s", "r", vec![wrapped("b", "flaky", json!({"x": 1}))])
         .await;
-    assert_eq!(results(&again), vec![(Status::Deduped, failure)]);
+    assert_eq!(
+        results(&again),
+        vec![(Status::Deduped, format!("[flaky] {failure}"))]
+    );
     assert_eq!(count(&calls), 1);
 }
 
@@ -805,7 +811,7 @@ async fn dedupe_is_checked_before_confirm_gate() {
         .await;
     assert_eq!(
         results(&again),
-        vec![(Status::Deduped, r#"echo:{"x":1}"#.to_string())]
+        vec![(Status::Deduped, r#"[deploy] echo:{"x":1}"#.to_string())]
     );
     assert_eq!(event_types(&again.events, Some("b")), vec!["ToolResult"]);
     assert_eq!(confirmer.asked(), vec!["deploy".to_string()]);
@@ -870,7 +876,7 @@ async fn successful_edit_invalidates_read_entries_of_its_resolved_path() {
         results(&after),
         vec![
             (Status::Ok, "[read_files] Ax".to_string()),
-            (Status::Deduped, "B".to_string()),
+            (Status::Deduped, "[read_files] B".to_string()),
             (Status::Ok, "[read_files] Ax".to_string()),
         ]
     );
@@ -914,7 +920,7 @@ async fn successful_remove_file_invalidates_read_entries_of_its_path() {
                     next_write_error("read_files")
                 )
             ),
-            (Status::Deduped, "B".to_string()),
+            (Status::Deduped, "[read_files] B".to_string()),
         ]
     );
     assert_eq!((count(&reads), count(&removes)), (3, 1));
@@ -951,7 +957,7 @@ async fn successful_restore_file_invalidates_read_entries_of_restored_paths() {
         results(&after),
         vec![
             (Status::Ok, "[read_files] restored v2".to_string()),
-            (Status::Deduped, "B".to_string()),
+            (Status::Deduped, "[read_files] B".to_string()),
         ]
     );
     assert_eq!((count(&reads), count(&restores)), (3, 1));
@@ -985,7 +991,10 @@ async fn failed_edit_invalidates_nothing() {
     let after = fx
         .round("s", "r", Provider::ClaudeCode, vec![read("b", "a.txt")])
         .await;
-    assert_eq!(results(&after), vec![(Status::Deduped, "A".to_string())]);
+    assert_eq!(
+        results(&after),
+        vec![(Status::Deduped, "[read_files] A".to_string())]
+    );
     assert_eq!((count(&reads), count(&edits)), (1, 1));
 }
 
@@ -1240,7 +1249,7 @@ async fn preflight_checks_run_in_seed_order_and_first_failure_wins() {
                 Status::Refused,
                 "tool=guarded failed: guarded is not available in this session".to_string()
             ),
-            (Status::Deduped, r#"echo:{"x":1}"#.to_string()),
+            (Status::Deduped, r#"[echo] echo:{"x":1}"#.to_string()),
         ]
     );
     let gate_first = fx

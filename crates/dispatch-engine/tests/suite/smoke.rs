@@ -37,5 +37,5 @@ async fn a_round_runs_marked_tools_through_run_tool_in_call_order() {
         .run("s", "r", vec![wrapped("c", "echo", json!({"x": 2}))])
         .await;
     assert_eq!(again.results[0].status, Status::Deduped);
-    assert_eq!(again.results[0].content, r#"echo:{"x":2}"#);
+    assert_eq!(again.results[0].content, r#"[echo] echo:{"x":2}"#);
 }

@@ -974,3 +974,183 @@ fn another_providers_reply_exits_2_naming_the_provider_and_commits_nothing() {
     let report = td.report("s", "default", &[], &select("c9", "calculate"));
     assert_eq!(report["round"], 1);
 }
+
+/// Issue 21: only an assistant reply is a round. A user message, a request body or another
+/// API's envelope is exit 2 naming what was sent and what to send, for every provider; an
+/// answer without calls is `[]`, exit 0. Neither commits a round.
+#[test]
+fn only_an_assistant_reply_is_a_round() {
+    let td = Td::new();
+    for (provider, input, says) in not_replies() {
+        let output = td
+            .cmd(&["round", "--session", "s", "--provider", provider])
+            .write_stdin(input)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{provider} {input}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "cannot read the {provider} reply: {provider}: {says}"
+            )) && stderr.contains("; send the "),
+            "{provider} {input}: {stderr}"
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{provider}");
+    }
+    for (provider, answer) in answers_without_calls() {
+        let output = td
+            .cmd(&["round", "--session", "s", "--provider", provider])
+            .write_stdin(answer)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{provider} {answer}: {output:?}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "[]",
+            "{provider}"
+        );
+        let report = td.report("s", "default", &["--provider", provider], answer);
+        assert_eq!(report["round"], 0, "{provider}: {report}");
+        assert_eq!(report["results"], json!([]), "{provider}: {report}");
+    }
+    // Nothing was committed: the session's first real round is still round 1.
+    let report = td.report("s", "default", &[], &select("c9", "calculate"));
+    assert_eq!(report["round"], 1);
+}
+
+/// `calls` as one reply in `provider`'s format (claude-code has no ids: results go by order).
+fn reply_in(provider: &str, calls: &[(&str, &str, Value)]) -> String {
+    match provider {
+        "openai" => openai(calls),
+        "anthropic" => json!({"role": "assistant", "content": calls.iter().map(|(id, name, args)| {
+            json!({"type": "tool_use", "id": id, "name": name, "input": args})
+        }).collect::<Vec<_>>()})
+        .to_string(),
+        "openai-responses" => Value::Array(
+            calls
+                .iter()
+                .map(|(id, name, args)| {
+                    json!({"type": "function_call", "call_id": id, "name": name,
+                           "arguments": args.to_string()})
+                })
+                .collect(),
+        )
+        .to_string(),
+        "gemini" => json!({"candidates": [{"content": {"role": "model", "parts": calls.iter().map(|(id, name, args)| {
+            json!({"functionCall": {"id": id, "name": name, "args": args}})
+        }).collect::<Vec<_>>()}}]})
+        .to_string(),
+        "claude-code" => calls
+            .iter()
+            .map(|(_, name, args)| format!("<tool_call name=\"{name}\">{args}</tool_call>"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => panic!("no reply format for {other}"),
+    }
+}
+
+/// A 1×1 PNG.
+const DOT_PNG: &[u8] = b"\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0d\x49\x44\x41\x54\x78\xda\x63\x64\xf8\xcf\x50\x0f\x00\x03\x86\x01\x80\x5a\x34\x7d\x6b\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82";
+
+/// Issue 21: a repeated call gives the model the text it read the first time, byte for byte,
+/// with the `[name] ` prefix: built-in tools answering text, JSON, an image, nothing found and a
+/// missing file, repeated in the next round and within one round, in every provider's format.
+#[test]
+fn a_repeated_call_returns_the_first_result_byte_for_byte_in_every_format() {
+    let td = Td::new();
+    std::fs::write(td.workdir().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    std::fs::write(td.workdir().join("dot.png"), DOT_PNG).unwrap();
+    let calls = [
+        ("c1", "calculate", json!({"expressions": ["2^10"]})),
+        (
+            "c2",
+            "read_files",
+            json!({"files": [{"path": "notes.txt"}]}),
+        ),
+        ("c3", "read_files", json!({"files": [{"path": "dot.png"}]})),
+        (
+            "c4",
+            "find_files",
+            json!({"mode": "search", "queries": [{"pattern": "alpha"}]}),
+        ),
+        (
+            "c5",
+            "find_files",
+            json!({"mode": "search", "queries": [{"pattern": "no such words anywhere"}]}),
+        ),
+        (
+            "c6",
+            "read_files",
+            json!({"files": [{"path": "/proc/self/no-such-file"}]}),
+        ),
+    ];
+    // Through run_tool, which every provider's model uses for a deferred tool.
+    let calls = calls.map(|(id, name, args)| (id, "run_tool", run_tool(name, args)));
+    let tools = "calculate,read_files,find_files";
+    for provider in Provider::ALL.map(Provider::as_str) {
+        let session = format!("dedupe-{provider}");
+        let flags = ["--provider", provider];
+        td.round(&session, "r", &[], &select("f", tools));
+        // The next round, the same calls and ids: the wire output is the first's, byte for byte.
+        let first = td.round(&session, "r", &flags, &reply_in(provider, &calls));
+        let again = td.report(&session, "r", &flags, &reply_in(provider, &calls));
+        let statuses: Vec<&Value> = again["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["status"])
+            .collect();
+        assert!(
+            statuses.iter().all(|s| *s == "deduped"),
+            "{provider}: {statuses:?}"
+        );
+        let hits = td.round(&session, "r", &flags, &reply_in(provider, &calls));
+        assert_eq!(
+            hits, first,
+            "{provider}: the hits render as the first results did"
+        );
+        // Within one round (a new run, so nothing is remembered yet): each repeat is a hit
+        // holding the first call's text.
+        let renamed: Vec<(String, &str, Value)> = calls
+            .iter()
+            .map(|(id, name, args)| (format!("again_{id}"), *name, args.clone()))
+            .collect();
+        let both: Vec<(&str, &str, Value)> = calls
+            .iter()
+            .cloned()
+            .chain(
+                renamed
+                    .iter()
+                    .map(|(id, name, args)| (id.as_str(), *name, args.clone())),
+            )
+            .collect();
+        let round = td.report(&session, "r2", &flags, &reply_in(provider, &both));
+        let results = round["results"].as_array().unwrap();
+        for (i, (_, _, args)) in calls.iter().enumerate() {
+            let name = args["name"].as_str().unwrap();
+            let (once, repeat) = (&results[i], &results[calls.len() + i]);
+            assert_ne!(once["status"], "deduped", "{provider}: {once}");
+            let content = once["content"].as_str().unwrap();
+            assert!(
+                content.starts_with(&format!("[{name}] ")),
+                "{provider}: {content}"
+            );
+            assert_eq!(repeat["status"], "deduped", "{provider}: {repeat}");
+            assert_eq!(repeat["content"], once["content"], "{provider} {name}");
+            assert_eq!(repeat["images"], once["images"], "{provider} {name}");
+        }
+        assert_eq!(
+            results[2]["images"].as_array().map(Vec::len),
+            Some(1),
+            "{provider}"
+        );
+    }
+}

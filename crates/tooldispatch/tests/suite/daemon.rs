@@ -1176,3 +1176,40 @@ fn a_subagent_legs_confirmation_goes_to_the_parent_sessions_watcher() {
         "{kinds:?}"
     );
 }
+
+/// Issue 21: over HTTP too, only an assistant reply is a round: anything else is
+/// `400 bad_reply` naming what was sent, an answer without calls is `200 []` with round 0, and
+/// neither registers the session or moves its round count.
+#[test]
+fn only_an_assistant_reply_is_a_round_over_http() {
+    let td = Td::new();
+    let daemon = td.serve("127.0.0.1:0", &[], &[]);
+    for (provider, input, says) in not_replies() {
+        let refused = daemon.post(&format!("/v1/sessions/w/rounds?provider={provider}"), input);
+        refused.assert_error(400, "bad_reply", &daemon.stderr());
+        let message = refused.json()["error"]["message"].to_string();
+        assert!(
+            message.contains(&says.replace('"', "\\\"")) && message.contains("; send the "),
+            "{provider} {input}: {message}"
+        );
+    }
+    for (provider, answer) in answers_without_calls() {
+        let answered = daemon.post(
+            &format!("/v1/sessions/w/rounds?provider={provider}"),
+            answer,
+        );
+        assert_eq!(
+            answered.header("x-tooldispatch-round"),
+            Some("0"),
+            "{provider}"
+        );
+        assert_eq!(answered.json_ok(&daemon.stderr()), json!([]), "{provider}");
+    }
+    let listed = daemon.get("/v1/sessions").json_ok(&daemon.stderr());
+    assert!(
+        !listed.to_string().contains("\"w\""),
+        "registered: {listed}"
+    );
+    let first = daemon.post("/v1/sessions/w/rounds", &select("f1", "calculate"));
+    assert_eq!(first.header("x-tooldispatch-round"), Some("1"));
+}
