@@ -3,25 +3,46 @@
 // (env: OPENAI_BASE_URL, OPENAI_API_KEY, MODEL, TOOLDISPATCH_URL)
 import * as readline from "node:readline";
 
-const DAEMON = process.env.TOOLDISPATCH_URL ?? "http://127.0.0.1:7878";
-const MODEL_URL = process.env.OPENAI_BASE_URL ?? "https://api.openai.com/v1";
+/** The two servers, and what to do when one cannot be reached. */
+type Server = { name: string; url: string; fix: string; headers?: Record<string, string> };
+const DAEMON: Server = {
+  name: "the tooldispatch daemon",
+  url: process.env.TOOLDISPATCH_URL ?? "http://127.0.0.1:7878",
+  fix: "start it with `cargo run --release -- serve`, or set TOOLDISPATCH_URL to where it listens",
+};
+const MODEL_SERVER: Server = {
+  name: "the model",
+  url: process.env.OPENAI_BASE_URL ?? "https://api.openai.com/v1",
+  fix: "check OPENAI_BASE_URL and that the model server is running",
+  headers: { Authorization: `Bearer ${process.env.OPENAI_API_KEY ?? ""}` },
+};
 
 type Message = { role: string; content?: string | null; tool_calls?: unknown[]; [key: string]: unknown };
 type Question = { question: string; detail?: string; options?: string[]; secret?: boolean };
 type Pending = { tasks: { task: string; questions: Question[] }[] };
 
-/** A JSON request (POST when there is a body): the parsed answer and its headers. */
-async function request<T>(url: string, body?: unknown, headers: Record<string, string> = {}): Promise<[T, Headers]> {
-  const response = await fetch(url, {
+/** A JSON request (POST when there is a body): the parsed answer and its headers. A failure
+ * throws one line saying what failed and what to do (the servers' errors say it). */
+async function request<T>(server: Server, path: string, body?: unknown): Promise<[T, Headers]> {
+  const response = await fetch(server.url + path, {
     method: body === undefined ? "GET" : "POST",
-    headers: { "Content-Type": "application/json", ...headers },
+    headers: { "Content-Type": "application/json", ...server.headers },
     body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((error) => {
+    const why = error.cause?.code ?? error.cause?.message ?? error.message; // ECONNREFUSED
+    throw new Error(`cannot reach ${server.name} at ${server.url} (${why}): ${server.fix}`);
   });
-  // Errors say what went wrong and what to do: pass them on.
-  if (!response.ok) throw new Error(`${url}: ${response.status} ${await response.text()}`);
+  if (!response.ok) {
+    const text = await response.text();
+    let message = text;
+    try {
+      message = JSON.parse(text).error.message ?? text; // {"error": {"message": ...}}
+    } catch {}
+    throw new Error(`${server.name} answered ${response.status} to ${server.url + path}: ${message}`);
+  }
   return [(await response.json()) as T, response.headers];
 }
-const daemon = <T>(path: string, body?: unknown) => request<T>(DAEMON + path, body);
+const daemon = <T>(path: string, body?: unknown) => request<T>(DAEMON, path, body);
 
 let terminal: readline.Interface | undefined;
 let lines: AsyncIterator<string> | undefined;
@@ -51,11 +72,11 @@ async function main(): Promise<void> {
   const run = "turn-1"; // one run per user turn: dedupe and turn-wide approvals belong to it
 
   for (;;) {
-    const [completion] = await request<{ choices: { message: Message }[] }>(
-      `${MODEL_URL}/chat/completions`,
-      { model: process.env.MODEL, messages, tools },
-      { Authorization: `Bearer ${process.env.OPENAI_API_KEY ?? ""}` },
-    );
+    const [completion] = await request<{ choices: { message: Message }[] }>(MODEL_SERVER, "/chat/completions", {
+      model: process.env.MODEL,
+      messages,
+      tools,
+    });
     const message = completion.choices[0].message;
     messages.push(message);
     if (!message.tool_calls?.length) {
@@ -79,7 +100,8 @@ async function main(): Promise<void> {
 
 main()
   .catch((error: unknown) => {
-    console.error(error instanceof Error ? error.message : error);
+    // One line, no stack trace: the message says what failed and what to do.
+    console.error(String(error instanceof Error ? error.message : error).replace(/\s+/g, " "));
     process.exitCode = 1;
   })
   .finally(() => terminal?.close());

@@ -112,7 +112,7 @@ pub struct ModelClient {
 impl ModelClient {
     pub fn new(config: ModelConfig, key: ApiKey) -> Result<Self, ModelError> {
         config.validate().map_err(ModelError::Config)?;
-        let http = reqwest::Client::builder()
+        let http = dispatch_tools::web::client::builder()
             .connect_timeout(Duration::from_secs(30))
             // A silence, not a total: a long answer may stream for many minutes.
             .read_timeout(config.idle_timeout())

@@ -159,23 +159,6 @@ impl Sandbox {
             .clone()
     }
 
-    /// For test suites of crates that start commands: whether this process's sandbox is
-    /// there. Without it the caller skips, printing why, unless `TOOLDISPATCH_REQUIRE_SANDBOX=1`
-    /// (CI), which makes a missing sandbox a failure instead.
-    pub fn present_or_skip() -> bool {
-        let sandbox = Sandbox::shared();
-        if sandbox.available() {
-            return true;
-        }
-        let why = format!("{:?}", sandbox.availability());
-        assert!(
-            std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() != Ok("1"),
-            "TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}"
-        );
-        eprintln!("skipped: no OS sandbox on this machine ({why})");
-        false
-    }
-
     /// A sandbox that is turned off.
     pub fn off() -> Sandbox {
         Sandbox::detect(Mode::Off)

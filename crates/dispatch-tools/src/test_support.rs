@@ -186,7 +186,18 @@ pub fn events_of<'a, E: Borrow<Event>>(events: &'a [E], kind: &str) -> Vec<&'a E
         .collect()
 }
 
-/// Whether the machine's sandbox is there (see `Sandbox::present_or_skip`).
+/// Whether the machine's sandbox is there; without it the caller skips, saying why, unless
+/// `TOOLDISPATCH_REQUIRE_SANDBOX=1` (CI) makes that a failure.
 pub fn sandbox_present() -> bool {
-    dispatch_sandbox::Sandbox::present_or_skip()
+    let sandbox = dispatch_sandbox::Sandbox::shared();
+    if !sandbox.available() {
+        dispatch_testkit::skip(
+            dispatch_testkit::Need::Sandbox,
+            &format!(
+                "no OS sandbox on this machine ({:?})",
+                sandbox.availability()
+            ),
+        );
+    }
+    sandbox.available()
 }

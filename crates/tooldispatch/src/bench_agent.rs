@@ -337,7 +337,7 @@ async fn measure(
 
     // The model's own time: the HTTP library the model client uses (reqwest, one keep-alive
     // connection), a small request, and the first tool-call turn's reply read to its end.
-    let http = reqwest::Client::builder()
+    let http = dispatch_tools::web::client::builder()
         .no_proxy()
         .build()
         .map_err(|e| CliError::failed(format!("cannot build the HTTP client: {e}")))?;

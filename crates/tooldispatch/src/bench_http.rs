@@ -158,7 +158,7 @@ pub async fn run(
             .into_future(),
     );
 
-    let client = reqwest::Client::builder()
+    let client = dispatch_tools::web::client::builder()
         .no_proxy()
         .pool_max_idle_per_host(sessions)
         .timeout(Duration::from_secs(120))

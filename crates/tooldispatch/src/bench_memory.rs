@@ -261,7 +261,7 @@ async fn daemon_rounds(
             .await
             .map_err(|e| CliError::failed(format!("the benchmark stopped: {e}")))??
     };
-    let client = reqwest::Client::builder()
+    let client = dispatch_tools::web::client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(600))
         .build()

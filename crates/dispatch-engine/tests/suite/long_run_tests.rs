@@ -161,11 +161,8 @@ async fn redis_long_run_keeps_dedupe_and_invalidation_exact() {
     let mut conn = match connected {
         Ok(conn) => conn,
         Err(e) => {
-            let message = format!("skipped: Redis is not reachable at {URL} ({e})");
-            if std::env::var("TOOLDISPATCH_REQUIRE_REDIS").as_deref() == Ok("1") {
-                panic!("{message}");
-            }
-            println!("{message}");
+            let reason = format!("Redis is not reachable at {URL} ({e})");
+            dispatch_testkit::skip(dispatch_testkit::Need::Redis, &reason);
             return;
         }
     };

@@ -90,7 +90,7 @@ async fn a_stored_secret_never_appears_in_results_events_transcript_or_dedupe() 
         .unwrap();
     assert_eq!(
         again.results[0].content,
-        r#"echo:{"header":"Bearer [secret:GH_TOKEN]"}"#
+        r#"[echo] echo:{"header":"Bearer [secret:GH_TOKEN]"}"#
     );
 
     // Scan everything the round produced or stored.
@@ -317,11 +317,8 @@ fn redis_or_skip(url: &str) -> Option<redis::Connection> {
     match connected {
         Ok(conn) => Some(conn),
         Err(e) => {
-            let message = format!("skipped: Redis is not reachable at {url} ({e})");
-            if std::env::var("TOOLDISPATCH_REQUIRE_REDIS").as_deref() == Ok("1") {
-                panic!("{message}");
-            }
-            println!("{message}");
+            let reason = format!("Redis is not reachable at {url} ({e})");
+            dispatch_testkit::skip(dispatch_testkit::Need::Redis, &reason);
             None
         }
     }

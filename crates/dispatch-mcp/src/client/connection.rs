@@ -322,6 +322,7 @@ impl Connection {
             }
             Transport::Http { url } => {
                 use rmcp::transport::StreamableHttpClientTransport;
+                install_tls_provider();
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 let mut custom = HashMap::new();
@@ -804,6 +805,17 @@ impl Drop for CurrentGuard<'_> {
             *current = None;
         }
     }
+}
+
+/// rmcp's HTTP client is reqwest built without a TLS crypto provider of its own (aws-lc-rs,
+/// whose C build took minutes of every cold build), and it panics without one: ring's is
+/// installed as the process default before the first connection. Idempotent.
+fn install_tls_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // Err: another provider is already the default, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 #[cfg(test)]

@@ -966,7 +966,13 @@ async fn a_sandboxed_server_is_confined() {
         assert!(missing("the Python MCP SDK (pip mcp)"));
         return;
     }
-    if !dispatch_sandbox::Sandbox::present_or_skip() {
+    let sandbox = dispatch_sandbox::Sandbox::shared();
+    if !sandbox.available() {
+        let why = format!(
+            "no OS sandbox on this machine ({:?})",
+            sandbox.availability()
+        );
+        dispatch_testkit::skip(dispatch_testkit::Need::Sandbox, &why);
         return;
     }
     let dir = workdir();

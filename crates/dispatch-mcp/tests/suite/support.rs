@@ -12,12 +12,8 @@ pub fn npm_bin(name: &str) -> PathBuf {
 /// The MCP packages are missing: fail when `TOOLDISPATCH_REQUIRE_MCP=1` (CI), else say so and
 /// let the caller skip.
 pub fn missing(what: &str) -> bool {
-    let message = format!(
-        "skipped: {what} is not installed (npm ci in e2e/; pip install the packages .ci/run names)"
-    );
-    if std::env::var("TOOLDISPATCH_REQUIRE_MCP").as_deref() == Ok("1") {
-        panic!("{message}, and TOOLDISPATCH_REQUIRE_MCP=1 requires it");
-    }
-    eprintln!("{message}");
+    let reason =
+        format!("{what} is not installed (npm ci in e2e/; pip install the packages .ci/run names)");
+    dispatch_testkit::skip(dispatch_testkit::Need::Mcp, &reason);
     true
 }

@@ -21,11 +21,13 @@ pub fn sandbox() -> Option<&'static Sandbox> {
     if sandbox.available() {
         return Some(sandbox);
     }
-    let why = format!("{:?}", sandbox.availability());
-    if std::env::var("TOOLDISPATCH_REQUIRE_SANDBOX").as_deref() == Ok("1") {
-        panic!("TOOLDISPATCH_REQUIRE_SANDBOX=1 but no sandbox: {why}");
-    }
-    eprintln!("skipped: no OS sandbox on this machine ({why})");
+    dispatch_testkit::skip(
+        dispatch_testkit::Need::Sandbox,
+        &format!(
+            "no OS sandbox on this machine ({:?})",
+            sandbox.availability()
+        ),
+    );
     None
 }
 

@@ -130,7 +130,7 @@ fn a_timeout_kill_leaves_nothing_running() {
 fn fork_bombs_are_contained_and_the_machine_stays_usable() {
     let Some(sandbox) = sandbox() else { return };
     if !sandbox.limits_processes() {
-        eprintln!("skipped: no process limit on this machine");
+        dispatch_testkit::skipped("no process limit on this machine");
         return;
     }
     let limits = Limits {

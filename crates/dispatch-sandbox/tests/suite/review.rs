@@ -17,7 +17,7 @@ fn without_the_network_no_socket_under_run_is_reachable() {
     let Some(sandbox) = sandbox() else { return };
     let name = format!("/run/tooldispatch-test-{}.sock", std::process::id());
     let Ok(_listener) = std::os::unix::net::UnixListener::bind(&name) else {
-        eprintln!("skipped: cannot make a socket under /run as this user");
+        dispatch_testkit::skipped("cannot make a socket under /run as this user");
         return;
     };
     let f = Fixture::new();

@@ -679,11 +679,14 @@ fn every_case_holds_and_nothing_outside_changes() {
     let mut ran = 0;
     for case in cases {
         if let Some(missing) = case.needs.iter().find(|p| which(p).is_none()) {
-            eprintln!("skipped {:?}: {missing} is not installed", case.name);
+            dispatch_testkit::skipped(&format!("case {:?}: {missing} is not installed", case.name));
             continue;
         }
         if case.name.contains("fork bomb") && !sandbox.limits_processes() {
-            eprintln!("skipped {:?}: no process limit on this machine", case.name);
+            dispatch_testkit::skipped(&format!(
+                "case {:?}: no process limit on this machine",
+                case.name
+            ));
             continue;
         }
         let f = Fixture::new();
@@ -702,7 +705,10 @@ fn every_case_holds_and_nothing_outside_changes() {
             .collect();
         let argv: Vec<String> = case.argv.iter().map(|a| expand(a, &f, port)).collect();
         if which(&argv[0]).is_none_or(|p| !p.exists()) {
-            eprintln!("skipped {:?}: {} is not installed", case.name, argv[0]);
+            dispatch_testkit::skipped(&format!(
+                "case {:?}: {} is not installed",
+                case.name, argv[0]
+            ));
             continue;
         }
         let env: Vec<(String, String)> = case

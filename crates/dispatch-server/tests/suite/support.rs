@@ -126,7 +126,7 @@ impl TestDaemon {
             url,
             stop: Some(stop),
             task,
-            client: reqwest::Client::new(),
+            client: dispatch_tools::web::client::builder().build().unwrap(),
         }
     }
 }

@@ -14,17 +14,17 @@ pub(crate) const ADDRESS: &str = "127.0.0.1:6379";
 /// The URL of [`ADDRESS`].
 pub(crate) const URL: &str = "redis://127.0.0.1:6379/";
 
-/// Whether a Redis test must skip: says why, or panics when `TOOLDISPATCH_REQUIRE_REDIS=1`
-/// (CI sets it, so a Redis that failed to start cannot pass as skipped tests).
+/// Whether a Redis test must skip: says why where the person running the tests sees it, or
+/// panics when `TOOLDISPATCH_REQUIRE_REDIS=1` (CI sets it, so a Redis that failed to start
+/// cannot pass as skipped tests).
 pub(crate) fn unavailable() -> bool {
     let Err(e) = ping() else {
         return false;
     };
-    let message = format!("skipped: Redis is not reachable at {ADDRESS} ({e})");
-    if std::env::var("TOOLDISPATCH_REQUIRE_REDIS").as_deref() == Ok("1") {
-        panic!("{message}");
-    }
-    println!("{message}");
+    dispatch_testkit::skip(
+        dispatch_testkit::Need::Redis,
+        &format!("Redis is not reachable at {ADDRESS} ({e})"),
+    );
     true
 }
 

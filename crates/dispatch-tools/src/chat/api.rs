@@ -90,7 +90,7 @@ pub struct ChatApi {
 
 impl ChatApi {
     pub fn new(config: ChatbotConfig) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
+        let http = crate::web::client::builder()
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!(
                 "DiscordBot (https://github.com/tooldispatch, ",

@@ -1231,8 +1231,13 @@ async fn a_background_job_refused_by_the_sandbox_says_so_when_read() {
 
 #[tokio::test]
 async fn a_sandboxed_command_gets_sigterm_and_its_grace_before_sigkill() {
-    if !sandbox_present() || !Sandbox::shared().cgroups() {
-        eprintln!("skipped: no per-command cgroup, so a sandboxed command is stopped at once");
+    if !sandbox_present() {
+        return;
+    }
+    if !Sandbox::shared().cgroups() {
+        dispatch_testkit::skipped(
+            "no per-command cgroup, so a sandboxed command is stopped at once",
+        );
         return;
     }
     let h = approving().await;

@@ -73,10 +73,22 @@ impl FetchError {
     }
 }
 
+/// The start of every HTTP client tooldispatch makes. reqwest is built without a TLS crypto
+/// provider of its own (aws-lc-rs, whose C build took minutes of every cold build) and panics
+/// without one, so this installs ring's as the process default first.
+pub fn builder() -> reqwest::ClientBuilder {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // Err: another provider is already the default, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+}
+
 impl WebClient {
     /// A client that only reaches what `policy` allows.
     pub fn new(policy: Arc<NetPolicy>) -> Result<WebClient, String> {
-        let client = reqwest::Client::builder()
+        let client = builder()
             .redirect(reqwest::redirect::Policy::none())
             // A proxy would resolve the target itself, out of the guard's sight.
             .no_proxy()

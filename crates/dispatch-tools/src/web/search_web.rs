@@ -106,7 +106,7 @@ pub struct SearchWeb {
 impl SearchWeb {
     /// search_web over the backends `config` names, in its order.
     pub fn new(config: SearchConfig, stores: &Stores) -> Self {
-        let client = reqwest::Client::builder()
+        let client = super::client::builder()
             .timeout(config.timeout)
             // An API key header (Brave's X-Subscription-Token) must not follow a redirect to
             // another host, and no proxy from the environment sees it.

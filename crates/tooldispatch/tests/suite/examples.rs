@@ -9,6 +9,10 @@
 //! every request it gets: the turn context in the system message, the tools array, and after
 //! each turn the tool messages, by tool_call_id in call order, carrying the tools' results.
 //!
+//! When a peer fails — nothing listens at the daemon's or the model's URL, or one answers with
+//! an error — each example exits non-zero with one line on stderr naming what failed and what
+//! to do (the server's own message for an HTTP error), never a traceback or stack trace.
+//!
 //! Each example skips (saying why) when its toolchain is missing — the `openai` Python package,
 //! or `e2e/node_modules` (`npm ci` in e2e/) — unless TOOLDISPATCH_REQUIRE_EXAMPLES=1.
 
@@ -62,10 +66,7 @@ fn fixture(turn: usize) -> Value {
 
 /// Whether a missing toolchain skips the test (true, after saying why) or fails it.
 fn skip(reason: &str) -> bool {
-    if std::env::var("TOOLDISPATCH_REQUIRE_EXAMPLES").as_deref() == Ok("1") {
-        panic!("{reason}, and TOOLDISPATCH_REQUIRE_EXAMPLES=1 requires the example to run");
-    }
-    eprintln!("skipped: {reason} (set TOOLDISPATCH_REQUIRE_EXAMPLES=1 to fail instead)");
+    dispatch_testkit::skip(dispatch_testkit::Need::Examples, reason);
     true
 }
 
@@ -235,6 +236,29 @@ fn check_request(turn: usize, body: &Value, previous: Option<&Value>) -> Vec<Str
 // ---------------------------------------------------------------------------------------------
 // The daemon and the example
 
+/// `program args PROMPT` as the agent, in the repository root, talking to the daemon at
+/// `daemon` and the model at `model` (a base URL, `…/v1`) with `api_key`; all pipes captured.
+fn agent(program: &str, args: &[&Path], daemon: &str, model: &str, api_key: &str) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .arg(PROMPT)
+        .current_dir(repo_root())
+        .env("OPENAI_BASE_URL", model)
+        .env("OPENAI_API_KEY", api_key)
+        .env("MODEL", MODEL)
+        .env("TOOLDISPATCH_URL", daemon)
+        .env_remove("OPENAI_ORG_ID")
+        .env_remove("OPENAI_PROJECT_ID")
+        // Both servers are local: no proxy may sit in between.
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
 /// Run `program args` as the agent against a fresh daemon and fake model, with "2" on stdin for
 /// ask_user's question; check the exchange and the example's output.
 fn run_example(program: &str, args: &[&Path]) {
@@ -243,22 +267,7 @@ fn run_example(program: &str, args: &[&Path]) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let model = fake_model(seen.clone());
 
-    let mut child = Command::new(program)
-        .args(args)
-        .arg(PROMPT)
-        .current_dir(repo_root())
-        .env("OPENAI_BASE_URL", &model)
-        .env("OPENAI_API_KEY", API_KEY)
-        .env("MODEL", MODEL)
-        .env("TOOLDISPATCH_URL", &daemon.url)
-        .env_remove("OPENAI_ORG_ID")
-        .env_remove("OPENAI_PROJECT_ID")
-        // Both servers are local: no proxy may sit in between.
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut child = agent(program, args, &daemon.url, &model, API_KEY)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
     // One answer (the second option), then end of input.
@@ -285,8 +294,108 @@ fn run_example(program: &str, args: &[&Path]) {
     assert!(stdout.trim_end().ends_with(FINAL_TEXT), "{context}");
 }
 
-#[test]
-fn the_python_example_runs_a_session_through_the_daemon() {
+// ---------------------------------------------------------------------------------------------
+// Failures
+
+/// A URL on 127.0.0.1 where nothing listens: a port just bound and let go.
+fn closed_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", listener.local_addr().unwrap())
+}
+
+/// Run the agent where something fails; check that it exits non-zero with exactly one line on
+/// stderr, no traceback or stack trace, containing each of `wanted`.
+fn fails_in_one_line(agent: &mut Command, wanted: &[&str]) {
+    let output = agent.stdin(Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let context = format!(
+        "{agent:?}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status.code()
+    );
+    assert!(!output.status.success(), "{context}");
+    let line = stderr.strip_suffix('\n').unwrap_or(&stderr);
+    assert!(
+        !line.trim().is_empty() && !line.contains(['\n', '\r']),
+        "stderr is not one line: {context}"
+    );
+    for unwanted in ["Traceback", "fetch failed", "    at "] {
+        assert!(
+            !line.contains(unwanted),
+            "stderr has {unwanted:?}: {context}"
+        );
+    }
+    for text in wanted {
+        assert!(line.contains(text), "stderr lacks {text:?}: {context}");
+    }
+}
+
+/// The ways a run can fail — a peer unreachable, a peer answering with an error — each ending
+/// the run with one line naming what failed.
+fn check_failures(program: &str, args: &[&Path]) {
+    // Nothing listens at the daemon's URL.
+    let nowhere = closed_url();
+    fails_in_one_line(
+        &mut agent(program, args, &nowhere, &format!("{nowhere}/v1"), API_KEY),
+        &[
+            &format!("cannot reach the tooldispatch daemon at {nowhere} ("),
+            "start it with `cargo run --release -- serve`",
+            "TOOLDISPATCH_URL",
+        ],
+    );
+
+    let td = Td::new();
+    let daemon = td.serve("127.0.0.1:0", &[], &[]);
+    // The daemon answers (the session is created), but nothing listens at the model's URL.
+    let nowhere = format!("{}/v1", closed_url());
+    fails_in_one_line(
+        &mut agent(program, args, &daemon.url, &nowhere, API_KEY),
+        &[
+            &format!("cannot reach the model at {nowhere} ("),
+            "OPENAI_BASE_URL",
+        ],
+    );
+
+    // The daemon answers with an error: the example passes on its message, out of the JSON.
+    let refused = daemon.post("/nope/v1/sessions", "{}");
+    assert_eq!(refused.status, 404, "{}", refused.body);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fails_in_one_line(
+        &mut agent(
+            program,
+            args,
+            &format!("{}/nope", daemon.url),
+            &nowhere,
+            API_KEY,
+        ),
+        &[
+            &format!(
+                "the tooldispatch daemon answered 404 to {}/nope/v1/sessions: ",
+                daemon.url
+            ),
+            &message,
+        ],
+    );
+
+    // The model answers with an error (the fake model rejects the wrong key): its message.
+    let model = fake_model(Arc::new(Mutex::new(Seen::default())));
+    fails_in_one_line(
+        &mut agent(program, args, &daemon.url, &model, "sk-wrong"),
+        &[
+            &format!("the model answered 400 to {model}/chat/completions: "),
+            r#"fake model, request 1: Authorization is "Bearer sk-wrong""#,
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+
+/// `python3 examples/python/agent.py`, or None (after saying why) when it cannot run.
+fn python_agent() -> Option<PathBuf> {
     let has_openai = Command::new("python3")
         .args(["-c", "import openai"])
         .output()
@@ -294,14 +403,28 @@ fn the_python_example_runs_a_session_through_the_daemon() {
     if !has_openai
         && skip("python3 with the `openai` package is not available (pip install openai)")
     {
-        return;
+        return None;
     }
-    let agent = repo_root().join("examples/python/agent.py");
-    run_example("python3", &[&agent]);
+    Some(repo_root().join("examples/python/agent.py"))
 }
 
 #[test]
-fn the_typescript_example_compiles_strict_and_runs_a_session_through_the_daemon() {
+fn the_python_example_runs_a_session_through_the_daemon() {
+    if let Some(agent) = python_agent() {
+        run_example("python3", &[&agent]);
+    }
+}
+
+#[test]
+fn the_python_example_says_in_one_line_what_failed() {
+    if let Some(agent) = python_agent() {
+        check_failures("python3", &[&agent]);
+    }
+}
+
+/// Compiling takes seconds, so one test compiles the example once and runs it both ways.
+#[test]
+fn the_typescript_example_compiles_strict_runs_a_session_and_says_in_one_line_what_failed() {
     let root = repo_root();
     let tsc = root.join("e2e/node_modules/.bin/tsc");
     let has_node = Command::new("node")
@@ -331,4 +454,5 @@ fn the_typescript_example_compiles_strict_and_runs_a_session_through_the_daemon(
     let agent = out.path().join("agent.js");
     assert!(agent.exists(), "tsc wrote no {}", agent.display());
     run_example("node", &[&agent]);
+    check_failures("node", &[&agent]);
 }

@@ -446,9 +446,20 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Whether the machine's sandbox is there (see `Sandbox::present_or_skip`).
+/// Whether the machine's sandbox is there; without it the caller skips, saying why, unless
+/// `TOOLDISPATCH_REQUIRE_SANDBOX=1` (CI) makes that a failure.
 pub fn sandbox_present() -> bool {
-    dispatch_sandbox::Sandbox::present_or_skip()
+    let sandbox = dispatch_sandbox::Sandbox::shared();
+    if !sandbox.available() {
+        dispatch_testkit::skip(
+            dispatch_testkit::Need::Sandbox,
+            &format!(
+                "no OS sandbox on this machine ({:?})",
+                sandbox.availability()
+            ),
+        );
+    }
+    sandbox.available()
 }
 
 /// `tooldispatch ARGS` in a real pseudo-terminal as its controlling terminal (util-linux
@@ -532,4 +543,87 @@ impl Terminal {
             String::from_utf8_lossy(&self.shown).into_owned(),
         )
     }
+}
+
+/// What is not a model's reply, sent as one (issue 21): `(provider, input, what the error says
+/// it is)`. Every provider gets a user message, a request body and another API's envelope.
+pub fn not_replies() -> Vec<(&'static str, &'static str, &'static str)> {
+    let user = r#"{"role":"user","content":"What is 2^10?"}"#;
+    let request = r#"{"model":"gpt-5","messages":[{"role":"user","content":"What is 2^10?"}]}"#;
+    let envelope = r#"{"model":"llama3","message":{"role":"assistant","tool_calls":[{"function":{"name":"calculate","arguments":{}}}]},"done":true}"#;
+    let mut cases = Vec::new();
+    for provider in [
+        "openai",
+        "anthropic",
+        "claude-code",
+        "openai-responses",
+        "gemini",
+    ] {
+        cases.push((provider, user, r#"this is a "user" message"#));
+        cases.push((
+            provider,
+            request,
+            r#"this is a request body (it has "messages")"#,
+        ));
+        cases.push((
+            provider,
+            envelope,
+            r#"this is a wrapper around the message"#,
+        ));
+    }
+    cases.extend([
+        (
+            "gemini",
+            r#"{"contents":[{"role":"user","parts":[{"text":"What is 2^10?"}]}]}"#,
+            r#"this is a request body (it has "contents")"#,
+        ),
+        (
+            "openai-responses",
+            r#"{"model":"gpt-5","input":"What is 2^10?"}"#,
+            r#"this is a request body (it has "input")"#,
+        ),
+        (
+            "openai-responses",
+            r#"[{"role":"user","content":"What is 2^10?"}]"#,
+            r#"this is a list of input items (item 0 is a "user" message)"#,
+        ),
+        (
+            "openai",
+            r#"{"index":0,"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}"#,
+            r#"this is a wrapper around the message"#,
+        ),
+        (
+            "openai",
+            "{}",
+            "this has none of an assistant message's fields",
+        ),
+    ]);
+    cases
+}
+
+/// An assistant reply without tool calls in each provider's format: the model's answer.
+pub fn answers_without_calls() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "openai",
+            r#"{"role":"assistant","content":"It is 1024.","tool_calls":[]}"#,
+        ),
+        (
+            "openai",
+            r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"It is 1024."},"finish_reason":"stop"}]}"#,
+        ),
+        (
+            "anthropic",
+            r#"{"role":"assistant","content":[{"type":"text","text":"It is 1024."}]}"#,
+        ),
+        ("claude-code", "It is 1024."),
+        (
+            "openai-responses",
+            r#"[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"It is 1024."}]}]"#,
+        ),
+        (
+            "gemini",
+            r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"It is 1024."}]}}]}"#,
+        ),
+    ]
 }
