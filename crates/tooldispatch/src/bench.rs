@@ -37,6 +37,7 @@ pub struct BenchArgs {
     /// Rounds measured per size (default: 300 for overhead, 3 for sleep).
     #[arg(long)]
     reps: Option<usize>,
+    /// How long each call of the sleep benchmark sleeps, in milliseconds.
     #[arg(long, default_value_t = 100)]
     sleep_ms: u64,
     /// The store the rounds commit to: memory: or sqlite:PATH (default: memory:, the engine

@@ -39,6 +39,7 @@ enum ChatbotCommand {
     /// Approve a chat: the bot looks it up (so the id is real and reachable), then
     /// list_chatbot shows it and send_to_chatbot may post to it.
     Authorize {
+        /// telegram or discord.
         #[arg(value_parser = parse_platform)]
         platform: Platform,
         /// The chat id (`chatbot pending` shows them); Telegram group ids are negative.
@@ -50,6 +51,7 @@ enum ChatbotCommand {
     },
     /// The approved chats (of one platform, or all).
     List {
+        /// telegram or discord; omit for both.
         #[arg(value_parser = parse_platform)]
         platform: Option<Platform>,
         /// Print a JSON array instead.
@@ -58,8 +60,10 @@ enum ChatbotCommand {
     },
     /// Withdraw a chat's approval.
     Revoke {
+        /// telegram or discord.
         #[arg(value_parser = parse_platform)]
         platform: Platform,
+        /// The chat id, as `chatbot list` shows it.
         #[arg(allow_hyphen_values = true)]
         id: String,
     },

@@ -330,3 +330,38 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every subcommand and every flag or argument in `--help` says what it is for: an empty
+    /// help line leaves a newcomer guessing.
+    #[test]
+    fn every_command_and_flag_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg
+                    .get_help()
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+                {
+                    missing.push(format!("{path} {}", arg.get_long().unwrap_or(id)));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                let sub_path = format!("{path} {}", sub.get_name());
+                if sub.get_name() != "help" && sub.get_about().is_none() {
+                    missing.push(format!("{sub_path} (the command itself)"));
+                }
+                walk(sub, &sub_path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "tooldispatch", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+}

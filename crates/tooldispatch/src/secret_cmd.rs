@@ -37,7 +37,10 @@ enum SecretCommand {
         json: bool,
     },
     /// Forget a secret.
-    Remove { name: String },
+    Remove {
+        /// The secret's name, as `secret list` shows it.
+        name: String,
+    },
 }
 
 /// The longest value accepted: far beyond any key or token, short of a pasted file.
