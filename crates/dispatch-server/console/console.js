@@ -92,7 +92,15 @@ const S = {
   agent: { running: false, mine: null, draft: null, waiting: null, finished: new Set() },
 };
 
-const ms = (v) => (v === undefined || v === null ? '' : v < 10 ? `${v.toFixed(1)} ms` : v < 10000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
+// The one formatter of a duration (milliseconds): every duration the console shows comes from
+// here, unit included, so no caller adds one.
+function duration(v) {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return '';
+  const t = Math.max(0, v);
+  if (t < 10) return `${t.toFixed(1)} ms`;
+  if (t < 9999.5) return `${Math.round(t)} ms`;
+  return `${(t / 1000).toFixed(1)} s`;
+}
 const ago = (t) => {
   const s = Math.max(0, Math.round((Date.now() - t) / 1000));
   return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)} min ago` : s < 86400 ? `${Math.floor(s / 3600)} h ago` : new Date(t).toLocaleDateString();
@@ -272,22 +280,133 @@ function schedule(r) {
   dirty.add(r);
 }
 
-// Calls that overlap in time go in different lanes (first lane free at the call's start).
-function assignLanes(calls) {
-  const ran = calls.filter((c) => c.start !== null).sort((a, b) => a.start - b.start);
-  const laneEnds = [];
-  for (const c of ran) {
-    const end = c.end === null ? Infinity : c.end;
-    let lane = laneEnds.findIndex((e) => e <= c.start);
-    if (lane < 0) { lane = laneEnds.length; laneEnds.push(end); } else laneEnds[lane] = end;
-    c.lane = lane;
+// Lane charts are laid out in pixels (labels have a width of their own): lay them out again
+// when the timeline's width changes (a resized window, a scroll bar coming or going).
+let timelineWidth = -1;
+new ResizeObserver((entries) => {
+  const w = Math.round(entries[entries.length - 1].contentRect.width);
+  if (w === timelineWidth) return;
+  timelineWidth = w;
+  for (const r of S.rounds) schedule(r);
+}).observe($('rounds'));
+
+// --- the lane chart of a round's pass 2 ---
+// Each call that ran is a bar from its start to its end, with a label (its name and how long it
+// ran): inside the bar when the label fits there, else beside the bar. A call goes in the first
+// lane where its bar and its label have room, covering no other call's bar or label; so calls
+// that overlap in time never share a lane either. Laid out in pixels of the lanes' width.
+const MIN_BAR = 6;     // px: a call too short to see still shows
+const LABEL_GAP = 3;   // px between a bar and its label beside it
+const LANE_GAP = 4;    // px between what two calls of one lane cover
+const LABEL_PAD = 10;  // px the label adds around its text (its padding, and a margin for rounding)
+
+// The places a call's label can take, best first, each with the span [a, b] the call then
+// covers: inside its bar when it fits; else after the bar, or before it; and when neither side
+// has room (a narrow screen), clipped where the most room is.
+function labelPlaces(x0, x1, lw, width) {
+  if (x1 - x0 >= lw) return [{ side: 'inside', lx: x0, lw, a: x0, b: x1 }];
+  const after = x1 + LABEL_GAP;
+  const before = x0 - LABEL_GAP - lw;
+  const places = [];
+  if (after + lw <= width) places.push({ side: 'after', lx: after, lw, a: x0, b: after + lw });
+  if (before >= 0) places.push({ side: 'before', lx: before, lw, a: before, b: x1 });
+  if (places.length) return places;
+  const roomAfter = Math.max(0, width - after);
+  const roomBefore = Math.max(0, x0 - LABEL_GAP);
+  const roomInside = x1 - x0;
+  const room = Math.max(roomAfter, roomBefore, roomInside);
+  if (room === roomInside) return [{ side: 'inside', lx: x0, lw: roomInside, a: x0, b: x1 }];
+  if (room === roomAfter) return [{ side: 'after', lx: after, lw: roomAfter, a: x0, b: width }];
+  return [{ side: 'before', lx: 0, lw: roomBefore, a: 0, b: x1 }];
+}
+
+// Lanes for items { x0, x1, lw } (bar from x0 to x1, label lw wide) in the order of their start:
+// sets each item's lane and its label's place (side, lx, lw); returns how many lanes.
+function layoutLanes(items, width) {
+  const lanes = []; // per lane, the spans [a, b] its calls cover
+  const fits = (spans, p) => spans.every(([a, b]) => p.b + LANE_GAP <= a || b + LANE_GAP <= p.a);
+  for (const it of items) {
+    const places = labelPlaces(it.x0, it.x1, it.lw, width);
+    let lane = -1;
+    let place = places[0];
+    for (let i = 0; i < lanes.length && lane < 0; i++) {
+      const p = places.find((q) => fits(lanes[i], q));
+      if (p) { lane = i; place = p; }
+    }
+    if (lane < 0) { lane = lanes.length; lanes.push([]); }
+    lanes[lane].push([place.a, place.b]);
+    Object.assign(it, { lane, side: place.side, lx: place.lx, lw: place.lw });
   }
-  return laneEnds.length;
+  return lanes.length;
+}
+
+// The width of the text of a label (11px in the page's font), measured on a canvas.
+let measureCtx = null;
+function labelMeasure() {
+  if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
+  measureCtx.font = `11px ${getComputedStyle(document.body).fontFamily}`;
+  return (text) => measureCtx.measureText(text).width;
+}
+
+// The width of a round's lanes: its box's content width; 0 while it is not shown.
+function laneWidth(r) {
+  const cs = getComputedStyle(r.el);
+  const w = r.el.getBoundingClientRect().width - ['paddingLeft', 'paddingRight', 'borderLeftWidth', 'borderRightWidth']
+    .reduce((sum, k) => sum + (parseFloat(cs[k]) || 0), 0);
+  return w > 0 ? Math.floor(w) : 0;
+}
+
+// Lays out the calls that ran (sets c.lane) and returns the chart, or null when none ran.
+function laneChart(r, calls, total) {
+  const width = laneWidth(r) || 600; // not shown yet: laid out again when it is (see the ResizeObserver)
+  const measure = labelMeasure();
+  const items = calls.filter((c) => c.start !== null).sort((a, b) => a.start - b.start).map((c) => {
+    const end = c.end === null ? total : Math.max(c.end, c.start);
+    const x0 = Math.max(0, Math.min((c.start / total) * width, width - MIN_BAR));
+    const x1 = Math.min(width, Math.max(x0 + MIN_BAR, (end / total) * width));
+    const text = `${c.name || '?'} ${duration(end - c.start)}`;
+    return { c, end, x0, x1, text, lw: Math.min(width, Math.ceil(measure(text)) + LABEL_PAD) };
+  });
+  const laneCount = layoutLanes(items, width);
+  for (const c of calls) c.lane = undefined;
+  for (const it of items) it.c.lane = it.lane;
+  if (!laneCount) return null;
+
+  const pct = (x) => `${(x / width) * 100}%`;
+  const lanes = [];
+  for (let i = 0; i < laneCount; i++) lanes.push(h('div', { class: 'lane', 'data-lane': i }));
+  for (const it of items) {
+    const { c, end } = it;
+    const cached = isCached(c);
+    // A finished round has no running call: one that never ended is shown as such.
+    const status = c.status || (c.end !== null ? 'ended' : r.committed ? 'unfinished' : 'running');
+    const title = `${c.name} ${c.id}: ${duration(c.start)} → ${c.end === null ? status : duration(c.end)} (${duration(end - c.start)})`;
+    lanes[it.lane].append(
+      h('div', {
+        class: `bar ${c.status ? tone(c.status) : status === 'running' ? 'running' : 'neutral'}${cached ? ' cached' : ''}`,
+        'data-testid': `call-${c.id}`, 'data-status': status, 'data-lane': it.lane, 'data-cached': cached ? 'true' : null,
+        title, style: { left: pct(it.x0), width: pct(it.x1 - it.x0) },
+      }),
+      h('span', {
+        class: `bar-label ${it.side}`, 'data-testid': `label-${c.id}`, 'data-lane': it.lane, title,
+        style: { left: pct(it.lx), width: `${it.lw}px` },
+      }, it.text));
+  }
+  // Pass 2 runs the calls; the round is finished once it is committed (its results written).
+  const running = !r.committed && items.some((it) => it.c.end === null);
+  const state = r.committed ? 'done' : running ? 'running' : 'ran';
+  const stateText = state === 'running' ? 'Pass 2 · running' : 'Pass 2 · done';
+  const lanesText = `${laneCount} lane${laneCount === 1 ? '' : 's'}`;
+  return h('div', { class: 'chart', role: 'group', 'data-testid': 'chart', 'data-state': state, 'aria-label': `${stateText}${state === 'done' ? ', round finished' : ''}: ${lanesText} of calls` },
+    h('div', { class: 'chart-head muted small' },
+      h('span', { 'data-testid': 'chart-state' }, stateText),
+      h('span', {}, lanesText),
+      h('span', {}, state === 'done' ? `finished in ${duration(total)}` : duration(total))),
+    lanes);
 }
 
 function renderRound(r) {
   const calls = r.order.map((id) => r.calls.get(id));
-  const laneCount = assignLanes(calls);
   const total = Math.max(r.lastAt, 1);
   const counts = {};
   for (const c of calls) if (c.status) counts[c.status] = (counts[c.status] || 0) + 1;
@@ -298,33 +417,12 @@ function renderRound(r) {
   const waiting = r.pending && S.pending.some((t) => t.task === r.pending);
   const head = h('header', { class: 'round-head' },
     h('h4', {}, title),
-    h('span', { class: 'muted small' }, [`${calls.length} call${calls.length === 1 ? '' : 's'}`, ms(r.lastAt)].filter(Boolean).join(' · ')),
+    h('span', { class: 'muted small' }, [`${calls.length} call${calls.length === 1 ? '' : 's'}`, duration(r.lastAt)].filter(Boolean).join(' · ')),
     settled ? null : h('span', { class: 'badge live' }, 'live'),
     r.pending ? h('span', { class: `badge ${waiting ? 'warn' : 'neutral'}` }, waiting ? 'waiting on the user' : 'answered; the answer is the next round') : null,
     h('span', { class: 'counts' }, Object.entries(counts).map(([s, n]) => h('span', { class: `chip ${tone(s)}` }, `${n} ${s}`))));
 
-  const lanes = [];
-  for (let i = 0; i < laneCount; i++) lanes.push(h('div', { class: 'lane', 'data-lane': i }));
-  for (const c of calls) {
-    if (c.start === null) continue;
-    const end = c.end === null ? total : c.end;
-    const cached = isCached(c);
-    const status = c.status || (c.end === null ? 'running' : 'ended');
-    const left = c.start / total;
-    // A short bar shows its label beside it, on the side with room.
-    const narrow = (end - c.start) / total < 0.15 ? (left > 0.5 ? ' narrow flip' : ' narrow') : '';
-    lanes[c.lane].append(h('div', {
-      class: `bar ${c.status ? tone(c.status) : 'running'}${cached ? ' cached' : ''}${narrow}`,
-      'data-testid': `call-${c.id}`, 'data-status': status, 'data-lane': c.lane, 'data-cached': cached ? 'true' : null,
-      title: `${c.name} ${c.id}: ${ms(c.start)} → ${c.end === null ? 'running' : ms(c.end)} (${ms(end - c.start)})`,
-      style: { left: `min(${left * 100}%, calc(100% - 6px))`, width: `max(6px, ${((end - c.start) / total) * 100}%)` },
-    }, h('span', {}, `${c.name} ${ms(end - c.start)}`)));
-  }
-  const chart = laneCount
-    ? h('div', { class: 'chart', role: 'group', 'aria-label': `Pass 2: ${laneCount} lane${laneCount === 1 ? '' : 's'} of calls running in parallel` },
-      h('div', { class: 'chart-head muted small' }, h('span', {}, 'Pass 2 · running'), h('span', {}, `${laneCount} lane${laneCount === 1 ? '' : 's'}`), h('span', {}, ms(total))),
-      lanes)
-    : null;
+  const chart = laneChart(r, calls, total);
 
   const rows = calls.map((c, i) => {
     const cached = isCached(c);
@@ -336,9 +434,9 @@ function renderRound(r) {
             : c.status ? chip('warn', 'stopped')
               : c.confirm ? chip('neutral', 'asking…', c.confirm.text) : h('span', { class: 'muted' }, '…');
     const run = c.start === null ? h('span', { class: 'muted' }, '—')
-      : h('span', {}, c.end === null ? 'running…' : ms(c.end - c.start), h('span', { class: 'muted small' }, ` lane ${c.lane + 1}`));
+      : h('span', {}, c.end !== null ? duration(c.end - c.start) : r.committed ? 'did not end' : 'running…', h('span', { class: 'muted small' }, ` lane ${c.lane + 1}`));
     const result = c.status ? h('span', { class: `chip ${tone(c.status)}`, 'data-testid': 'result-status' }, c.status)
-      : h('span', { class: 'muted' }, c.start !== null && c.end === null ? 'running' : 'pending');
+      : h('span', { class: 'muted' }, c.start !== null && c.end === null && !r.committed ? 'running' : 'pending');
     const details = h('details', { class: 'call-details' },
       h('summary', {}, 'details'),
       c.args ? h('div', {}, h('div', { class: 'label' }, 'arguments'), h('pre', {}, clip(c.args, 4000))) : null,
@@ -565,7 +663,7 @@ function onAgentEvent(ev) {
       A.draft.textContent += ev.text;
       break;
     case 'AgentModelRetry':
-      agentStatus(`The model request failed (${ev.reason}); trying again in ${ms(ev.wait_ms)} (attempt ${ev.attempt}).`);
+      agentStatus(`The model request failed (${ev.reason}); trying again in ${duration(ev.wait_ms)} (attempt ${ev.attempt}).`);
       break;
     case 'AgentModelDone':
       agentStatus(ev.tool_calls ? `The model called ${ev.tool_calls} tool${ev.tool_calls === 1 ? '' : 's'}; running ${ev.tool_calls === 1 ? 'it' : 'them'}…` : 'The model answered.');

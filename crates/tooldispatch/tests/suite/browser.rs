@@ -1,18 +1,23 @@
 //! The web console in a real browser: `tooldispatch serve` on a free port, and
 //! `e2e/console.spec.mjs` (playwright-core driving /usr/bin/chromium) posting rounds to it and
-//! clicking through the console — lanes, approve/decline, an ask_user answer, the todo list.
+//! clicking through the console — lanes, approve/decline, an ask_user answer, the todo list;
+//! then `e2e/lanes.spec.mjs` against the same daemon: the lane charts' layout (no label over another
+//! label or another call's bar, at 1400 px and 390 px), their durations and finished state.
 //! Skips with a printed reason when chromium or e2e/node_modules is missing, unless
 //! TOOLDISPATCH_REQUIRE_BROWSER=1.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::support::Td;
+use super::support::{Served, Td};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// How many calls of a round the daemon runs at once (TOOLDISPATCH_MAX_CONCURRENT_TOOLS): the
+/// lane chart script queues calls behind this many long ones.
+const MAX_CONCURRENT: &str = "3";
 /// The screenshots the script saves, with the viewport width each is taken at.
 const SHOTS: &[(&str, u32)] = &[
     ("console-1-session.png", 1280),
@@ -22,6 +27,8 @@ const SHOTS: &[(&str, u32)] = &[
     ("console-5-todos.png", 1280),
     ("console-6-mobile.png", 390),
     ("console-7-agent.png", 1280),
+    ("console-8-lanes.png", 1400),
+    ("console-9-lanes-mobile.png", 390),
 ];
 
 fn repo_root() -> PathBuf {
@@ -58,20 +65,32 @@ fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
     Some((word(16), word(20)))
 }
 
+/// Wait for a node script; a guard against a hung browser, not a timing assertion.
+fn wait_node(mut node: Child, what: &str, daemon: &Served) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = node.kill();
+            let _ = node.wait();
+            panic!(
+                "{what} ran for 5 minutes without finishing; daemon stderr: {}",
+                daemon.stderr()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
     let root = repo_root();
     let missing = missing_parts(&root);
     if !missing.is_empty() {
         let what = missing.join(", ");
-        if std::env::var("TOOLDISPATCH_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!(
-                "TOOLDISPATCH_REQUIRE_BROWSER=1 but the browser test cannot run: missing {what}"
-            );
-        }
-        eprintln!(
-            "skipping the browser test: missing {what} (set TOOLDISPATCH_REQUIRE_BROWSER=1 to make this a failure)"
-        );
+        dispatch_testkit::skip(dispatch_testkit::Need::Browser, &format!("missing {what}"));
         return;
     }
 
@@ -92,11 +111,14 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
         &format!("[models.fake]\nprovider = \"openai\"\nmodel = \"fake-1\"\nbase_url = \"{model}\"\nkey = \"none\"\n"),
     );
     let config = config.display().to_string();
-    // The concurrent round calls http_request against the script's slow local server.
+    // The concurrent rounds call http_request against the scripts' slow local servers.
     let mut daemon = td.serve(
         "127.0.0.1:0",
         &["--config", &config],
-        &[("TOOLDISPATCH_ALLOW_HOSTS", "127.0.0.1")],
+        &[
+            ("TOOLDISPATCH_ALLOW_HOSTS", "127.0.0.1"),
+            ("TOOLDISPATCH_MAX_CONCURRENT_TOOLS", MAX_CONCURRENT),
+        ],
     );
     let url = daemon.url.clone();
     assert!(url.starts_with("http://127.0.0.1:"), "listening on {url}");
@@ -110,7 +132,7 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
         let _ = std::fs::remove_file(artifacts.join(name));
     }
 
-    let mut node = Command::new("node")
+    let spec = Command::new("node")
         .arg(root.join("e2e/console.spec.mjs"))
         .arg(&url)
         .arg(&artifacts)
@@ -118,22 +140,20 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    // A guard against a hung browser, not a timing assertion.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = node.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = node.kill();
-            let _ = node.wait();
-            panic!(
-                "the browser test ran for 5 minutes without finishing; daemon stderr: {}",
-                daemon.stderr()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_node(spec, "e2e/console.spec.mjs", &daemon);
+    // The lane charts, in the sessions the spec left and one of their own.
+    let lanes = Command::new("node")
+        .arg(root.join("e2e/lanes.spec.mjs"))
+        .arg(&url)
+        .arg(&artifacts)
+        .arg(root.join("e2e/node_modules/playwright-core/index.mjs"))
+        .arg(CHROMIUM)
+        .arg(MAX_CONCURRENT)
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lanes_status = wait_node(lanes, "the lane chart script", &daemon);
 
     daemon.signal("-TERM");
     let exit = daemon.wait_exit(Duration::from_secs(60));
@@ -142,6 +162,12 @@ fn the_console_drives_rounds_confirmations_and_answers_in_a_browser() {
     assert!(
         status.success(),
         "e2e/console.spec.mjs exited with {status} (its output above says which step failed; screenshots in {}); daemon stderr: {}",
+        artifacts.display(),
+        daemon.stderr()
+    );
+    assert!(
+        lanes_status.success(),
+        "e2e/lanes.spec.mjs exited with {lanes_status} (its output above says which step failed; screenshots in {}); daemon stderr: {}",
         artifacts.display(),
         daemon.stderr()
     );
