@@ -70,8 +70,8 @@ fn same_session_and_run_across_invocations_dedupe_and_a_new_run_executes_again()
         [first, repeated, new_run],
         [
             json!([tool_message("c2", &format!("[calculate] {CALCULATED}"))]),
-            // The earlier result, without the `[name] ` prefix: nothing ran.
-            json!([tool_message("c3", CALCULATED)]),
+            // The earlier result, byte for byte: nothing ran.
+            json!([tool_message("c3", &format!("[calculate] {CALCULATED}"))]),
             json!([tool_message("c4", &format!("[calculate] {CALCULATED}"))]),
         ]
     );
@@ -161,7 +161,7 @@ fn report_numbers_rounds_per_run_and_lists_results_events_and_pending() {
             "name": "calculate",
             "status": "deduped",
             "is_error": false,
-            "content": CALCULATED,
+            "content": format!("[calculate] {CALCULATED}"),
             "started_ms": null,
             "ended_ms": null
         }])

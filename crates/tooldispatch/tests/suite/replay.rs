@@ -49,8 +49,8 @@ fn replay_prints_one_array_per_reply_and_the_reply_after_new_run_executes_again(
         lines,
         vec![
             json!([{"role": "tool", "tool_call_id": "c1", "content": first}]),
-            // Same run: deduplicated, no prefix.
-            json!([{"role": "tool", "tool_call_id": "c2", "content": schema}]),
+            // Same run: deduplicated, the first result byte for byte.
+            json!([{"role": "tool", "tool_call_id": "c2", "content": first}]),
             // New run: executed again.
             json!([{"role": "tool", "tool_call_id": "c3", "content": first}]),
         ]
