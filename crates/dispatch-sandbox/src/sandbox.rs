@@ -183,6 +183,13 @@ impl Sandbox {
         matches!(self.availability, Availability::Available { .. })
     }
 
+    /// Why commands cannot run sandboxed here, in words (for a test suite's skip line); `None`
+    /// when they can.
+    pub fn missing(&self) -> Option<String> {
+        (!self.available())
+            .then(|| format!("no OS sandbox on this machine ({:?})", self.availability))
+    }
+
     /// Whether each command gets a pids cgroup of its own (which also lists its processes).
     pub fn cgroups(&self) -> bool {
         self.cgroup_base.is_some()

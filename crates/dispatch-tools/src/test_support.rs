@@ -189,15 +189,9 @@ pub fn events_of<'a, E: Borrow<Event>>(events: &'a [E], kind: &str) -> Vec<&'a E
 /// Whether the machine's sandbox is there; without it the caller skips, saying why, unless
 /// `TOOLDISPATCH_REQUIRE_SANDBOX=1` (CI) makes that a failure.
 pub fn sandbox_present() -> bool {
-    let sandbox = dispatch_sandbox::Sandbox::shared();
-    if !sandbox.available() {
-        dispatch_testkit::skip(
-            dispatch_testkit::Need::Sandbox,
-            &format!(
-                "no OS sandbox on this machine ({:?})",
-                sandbox.availability()
-            ),
-        );
+    let missing = dispatch_sandbox::Sandbox::shared().missing();
+    if let Some(why) = &missing {
+        dispatch_testkit::skip(dispatch_testkit::Need::Sandbox, why);
     }
-    sandbox.available()
+    missing.is_none()
 }

@@ -966,12 +966,7 @@ async fn a_sandboxed_server_is_confined() {
         assert!(missing("the Python MCP SDK (pip mcp)"));
         return;
     }
-    let sandbox = dispatch_sandbox::Sandbox::shared();
-    if !sandbox.available() {
-        let why = format!(
-            "no OS sandbox on this machine ({:?})",
-            sandbox.availability()
-        );
+    if let Some(why) = dispatch_sandbox::Sandbox::shared().missing() {
         dispatch_testkit::skip(dispatch_testkit::Need::Sandbox, &why);
         return;
     }

@@ -18,16 +18,10 @@ use dispatch_sandbox::{Level, Limits, Mode, Policy, Sandbox, default_hidden_with
 pub fn sandbox() -> Option<&'static Sandbox> {
     static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
     let sandbox = SANDBOX.get_or_init(|| Sandbox::detect(Mode::Auto));
-    if sandbox.available() {
+    let Some(why) = sandbox.missing() else {
         return Some(sandbox);
-    }
-    dispatch_testkit::skip(
-        dispatch_testkit::Need::Sandbox,
-        &format!(
-            "no OS sandbox on this machine ({:?})",
-            sandbox.availability()
-        ),
-    );
+    };
+    dispatch_testkit::skip(dispatch_testkit::Need::Sandbox, &why);
     None
 }
 

@@ -449,17 +449,11 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 /// Whether the machine's sandbox is there; without it the caller skips, saying why, unless
 /// `TOOLDISPATCH_REQUIRE_SANDBOX=1` (CI) makes that a failure.
 pub fn sandbox_present() -> bool {
-    let sandbox = dispatch_sandbox::Sandbox::shared();
-    if !sandbox.available() {
-        dispatch_testkit::skip(
-            dispatch_testkit::Need::Sandbox,
-            &format!(
-                "no OS sandbox on this machine ({:?})",
-                sandbox.availability()
-            ),
-        );
+    let missing = dispatch_sandbox::Sandbox::shared().missing();
+    if let Some(why) = &missing {
+        dispatch_testkit::skip(dispatch_testkit::Need::Sandbox, why);
     }
-    sandbox.available()
+    missing.is_none()
 }
 
 /// `tooldispatch ARGS` in a real pseudo-terminal as its controlling terminal (util-linux
