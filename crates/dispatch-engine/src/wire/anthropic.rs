@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_non_reply, refuse_other_provider, reply_error, split_data_url,
+    refuse_foreign, reply_error, split_data_url,
 };
 
 const PROVIDER: Provider = Provider::Anthropic;
@@ -16,8 +16,7 @@ pub struct Messages;
 impl WireFormat for Messages {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
-        refuse_non_reply(PROVIDER, &reply)?;
-        refuse_other_provider(PROVIDER, &reply)?;
+        refuse_foreign(PROVIDER, &reply)?;
         // The assistant message and a whole Messages API response both carry `content`.
         let Value::Object(message) = &reply else {
             return Err(fail(format!(
@@ -80,7 +79,7 @@ fn fail(message: impl std::fmt::Display) -> WireError {
     reply_error(PROVIDER, message)
 }
 
-/// Another provider's reply was refused before this (`refuse_other_provider`).
+/// Another provider's reply was refused before this (`refuse_foreign`).
 fn missing_content() -> WireError {
     fail("content is missing; expected the assistant message or a Messages API response")
 }

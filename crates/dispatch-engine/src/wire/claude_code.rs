@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, kind, refuse_non_reply,
-    refuse_other_provider, reply_error,
+    Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, kind, refuse_foreign,
+    reply_error,
 };
 
 const PROVIDER: Provider = Provider::ClaudeCode;
@@ -95,8 +95,7 @@ fn reply_text(input: &str) -> Result<Cow<'_, str>, WireError> {
     }
     let parsed = serde_json::from_str::<Value>(input);
     if let Ok(reply) = &parsed {
-        refuse_non_reply(PROVIDER, reply)?;
-        refuse_other_provider(PROVIDER, reply)?;
+        refuse_foreign(PROVIDER, reply)?;
     }
     match parsed {
         Ok(Value::String(text)) => Ok(Cow::Owned(text)),

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_non_reply, refuse_other_provider, reply_error, split_data_url,
+    refuse_foreign, reply_error, split_data_url,
 };
 
 const PROVIDER: Provider = Provider::Gemini;
@@ -26,8 +26,7 @@ pub struct GenerateContent;
 impl WireFormat for GenerateContent {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
-        refuse_non_reply(PROVIDER, &reply)?;
-        refuse_other_provider(PROVIDER, &reply)?;
+        refuse_foreign(PROVIDER, &reply)?;
         let Some(parts) = model_parts(&reply)? else {
             return Ok(Vec::new());
         };
@@ -92,7 +91,7 @@ fn model_parts(reply: &Value) -> Result<Option<&Vec<Value>>, WireError> {
     if let Some(Value::Object(content)) = reply.get("content") {
         return optional_parts(content, "content.");
     }
-    // Another provider's reply was refused before this (`refuse_other_provider`).
+    // Another provider's reply was refused before this (`refuse_foreign`).
     Err(fail(
         "parts is missing; expected a generateContent response or a Content",
     ))

@@ -284,6 +284,13 @@ fn this_is(other: Provider) -> String {
     format!("this is {what}; send it with provider {other}")
 }
 
+/// `Err` when `reply` is not a model's reply ([`refuse_non_reply`]) or is another provider's
+/// ([`refuse_other_provider`]): what every format checks before it looks for calls.
+fn refuse_foreign(own: Provider, reply: &Value) -> Result<(), WireError> {
+    refuse_non_reply(own, reply)?;
+    refuse_other_provider(own, reply)
+}
+
 /// `Err(wrong_provider)` when `reply` is another provider's.
 fn refuse_other_provider(own: Provider, reply: &Value) -> Result<(), WireError> {
     match sent_by(reply) {

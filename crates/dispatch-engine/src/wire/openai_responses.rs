@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Provider, RawCall, ToolDecl, WireError, WireFormat, WireResult, distinct_ids, kind, parse_json,
-    refuse_non_reply, refuse_other_provider, reply_error, sent_by, this_is,
+    refuse_foreign, reply_error, sent_by, this_is,
 };
 
 const PROVIDER: Provider = Provider::OpenAiResponses;
@@ -16,8 +16,7 @@ pub struct Responses;
 impl WireFormat for Responses {
     fn parse_reply(&self, input: &str) -> Result<Vec<RawCall>, WireError> {
         let reply = parse_json(input)?;
-        refuse_non_reply(PROVIDER, &reply)?;
-        refuse_other_provider(PROVIDER, &reply)?;
+        refuse_foreign(PROVIDER, &reply)?;
         let items = output_items(&reply)?;
         let mut located = Vec::new();
         for (i, item) in items.iter().enumerate() {
@@ -101,7 +100,7 @@ fn output_items(reply: &Value) -> Result<&Vec<Value>, WireError> {
             "output must be an array of items, got {}",
             kind(other)
         ))),
-        // Another provider's reply was refused before this (`refuse_other_provider`).
+        // Another provider's reply was refused before this (`refuse_foreign`).
         None => Err(fail(
             "output is missing; expected a Responses API response or its output array",
         )),
