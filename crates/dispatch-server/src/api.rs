@@ -516,7 +516,7 @@ pub async fn round(
     let calls = provider.format().parse_reply(&text).map_err(|e| {
         ApiError::bad_request(
             "bad_reply",
-            format!("cannot read the body as a {provider} assistant message: {e}"),
+            format!("cannot read the body as the model's reply (provider {provider}): {e}"),
         )
     })?;
     // Refused before the session is registered or its feed opened: nothing of it is seen.

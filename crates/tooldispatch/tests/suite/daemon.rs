@@ -1187,9 +1187,10 @@ fn only_an_assistant_reply_is_a_round_over_http() {
     for (provider, input, says) in not_replies() {
         let refused = daemon.post(&format!("/v1/sessions/w/rounds?provider={provider}"), input);
         refused.assert_error(400, "bad_reply", &daemon.stderr());
-        let message = refused.json()["error"]["message"].to_string();
+        let body = refused.json();
+        let message = body["error"]["message"].as_str().unwrap();
         assert!(
-            message.contains(&says.replace('"', "\\\"")) && message.contains("; send the "),
+            message.contains(&format!("{provider}: {says}")) && message.contains("; send the "),
             "{provider} {input}: {message}"
         );
     }
